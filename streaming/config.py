@@ -1,0 +1,312 @@
+"""Job configuration: one YAML file, environment overrides, validated before anything starts.
+
+A bad key or value fails at start with the key's dotted path and the fix, because an
+always-on job that dies an hour later on a typo pages someone for nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, get_args, get_origin, get_type_hints
+
+import yaml
+
+ENV_PREFIX = "KAFKA_HEALTH__"
+FORMATS = ("jolokia", "prometheus", "otlp", "telegraf", "auto")
+
+
+class ConfigError(ValueError):
+    """A configuration problem, phrased as key + what is wrong + how to fix it."""
+
+
+@dataclass
+class SecretRef:
+    """Where a secret lives; its value is read late and never logged."""
+
+    file: str | None = None
+    env: str | None = None
+
+    def read(self, key: str) -> str:
+        if self.file:
+            try:
+                return Path(self.file).read_text().strip()
+            except OSError as err:
+                raise ConfigError(
+                    f"source.secrets.{key}: cannot read secret file {self.file!r} ({err.strerror})"
+                ) from err
+        if self.env:
+            if self.env not in os.environ:
+                raise ConfigError(
+                    f"source.secrets.{key}: environment variable {self.env} is not set"
+                )
+            return os.environ[self.env]
+        raise ConfigError(f"source.secrets.{key}: give either 'file' or 'env'")
+
+
+@dataclass
+class TopicConfig:
+    name: str = ""
+    format: str = "auto"
+    cluster: str | None = None
+
+    def validate(self, path: str) -> None:
+        if not self.name:
+            raise ConfigError(f"{path}.name: a topic name is required")
+        if self.format not in FORMATS:
+            raise ConfigError(f"{path}.format: {self.format!r} is not one of {', '.join(FORMATS)}")
+
+
+@dataclass
+class SparkConfig:
+    master: str | None = "local[2]"
+    app_name: str = "kafka-health"
+    trigger_seconds: float = 1.0
+    checkpoint: str = "data/checkpoint"
+    shuffle_partitions: int = 2
+    conf: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class SourceConfig:
+    engine: str = "python"
+    bootstrap_servers: str = "127.0.0.1:9092"
+    topics: list[TopicConfig] = field(default_factory=lambda: [TopicConfig(name="kafka-metrics")])
+    subscribe_pattern: str | None = None
+    starting_offsets: str = "earliest"
+    max_offsets_per_trigger: int | None = 500000
+    fail_on_data_loss: bool = True
+    kafka: dict[str, str] = field(default_factory=dict)
+    secrets: dict[str, SecretRef] = field(default_factory=dict)
+    embedded_broker: bool = False
+
+    def validate(self, path: str) -> None:
+        if self.engine not in ("python", "spark"):
+            raise ConfigError(
+                f"{path}.engine: {self.engine!r} is not valid; use 'python' (confluent-kafka "
+                "data source, no jars) or 'spark' (Spark's kafka source, needs spark-sql-kafka "
+                "on the classpath)"
+            )
+        if not self.topics and not self.subscribe_pattern:
+            raise ConfigError(f"{path}.topics: list at least one topic or set subscribe_pattern")
+        for i, topic in enumerate(self.topics):
+            topic.validate(f"{path}.topics[{i}]")
+        if self.max_offsets_per_trigger is not None and self.max_offsets_per_trigger <= 0:
+            raise ConfigError(f"{path}.max_offsets_per_trigger: must be > 0 or null (no cap)")
+
+    def client_config(self) -> dict[str, str]:
+        """Kafka client settings with secrets resolved; never log the result."""
+        conf = {"bootstrap.servers": self.bootstrap_servers, **self.kafka}
+        for key, ref in self.secrets.items():
+            conf[key] = ref.read(key)
+        return conf
+
+
+@dataclass
+class IdentityConfig:
+    """How a sample finds its cluster and broker: labels first, then the record key, then defaults."""
+
+    default_cluster: str = "default"
+    cluster_labels: list[str] = field(
+        default_factory=lambda: ["cluster", "kafka_cluster", "kafka.cluster.alias", "cluster_name"]
+    )
+    broker_labels: list[str] = field(
+        default_factory=lambda: ["broker", "broker_id", "kafka.broker.id", "broker.id"]
+    )
+    instance_labels: list[str] = field(
+        default_factory=lambda: [
+            "instance", "host", "service.instance.id", "host.name", "jolokia_agent_url",
+        ]
+    )
+    instance_map: dict[str, str] = field(default_factory=dict)
+    broker_from_instance_regex: str | None = r"(\d+)(?:[.:/]|$)"
+    key_pattern: str | None = r"^(?:(?P<cluster>[^/]+)/)?(?P<broker>[^/]+)$"
+
+    def validate(self, path: str) -> None:
+        for name in ("broker_from_instance_regex", "key_pattern"):
+            pattern = getattr(self, name)
+            if pattern is None:
+                continue
+            try:
+                re.compile(pattern)
+            except re.error as err:
+                raise ConfigError(f"{path}.{name}: not a valid regex ({err})") from err
+
+
+@dataclass
+class QualityConfig:
+    max_timestamp_skew_seconds: float = 900.0
+    max_message_bytes: int = 10 * 1024 * 1024
+    validate_every_n_batches: int = 10
+    sample_rows: int = 5000
+
+
+@dataclass
+class SignalsConfig:
+    window_seconds: int = 60
+    watermark_seconds: int = 120
+    counter_lookback_seconds: int = 300
+    queued_max_requests: int = 500
+    scrape_interval_seconds: float = 15.0
+    stale_after_intervals: int = 3
+    isr_churn_match_seconds: int = 300
+    saturation_queue_ratio: float = 0.8
+    saturation_idle_ratio: float = 0.2
+
+    def validate(self, path: str) -> None:
+        if self.window_seconds <= 0 or 86400 % self.window_seconds:
+            raise ConfigError(f"{path}.window_seconds: must divide a day evenly (e.g. 60, 300)")
+        if self.queued_max_requests <= 0:
+            raise ConfigError(f"{path}.queued_max_requests: the broker's setting, > 0 (default 500)")
+
+
+@dataclass
+class DeltaConfig:
+    engine: str = "delta-rs"
+    path: str = "data/delta"
+    compact_every_n_batches: int = 200
+
+    def validate(self, path: str) -> None:
+        if self.engine not in ("delta-rs", "delta-spark"):
+            raise ConfigError(f"{path}.engine: use 'delta-rs' (default) or 'delta-spark'")
+
+
+@dataclass
+class ExporterConfig:
+    enabled: bool = True
+    bind: str = "127.0.0.1"
+    port: int = 9464
+
+
+@dataclass
+class Config:
+    spark: SparkConfig = field(default_factory=SparkConfig)
+    source: SourceConfig = field(default_factory=SourceConfig)
+    identity: IdentityConfig = field(default_factory=IdentityConfig)
+    quality: QualityConfig = field(default_factory=QualityConfig)
+    signals: SignalsConfig = field(default_factory=SignalsConfig)
+    delta: DeltaConfig = field(default_factory=DeltaConfig)
+    exporter: ExporterConfig = field(default_factory=ExporterConfig)
+    clusters: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def validate(self) -> Config:
+        for f in dataclasses.fields(self):
+            section = getattr(self, f.name)
+            if hasattr(section, "validate"):
+                section.validate(f.name)
+        return self
+
+    def table_path(self, table: str) -> str:
+        return str(Path(self.delta.path) / table)
+
+    def topic_formats(self) -> dict[str, str]:
+        return {t.name: t.format for t in self.source.topics}
+
+    def topic_clusters(self) -> dict[str, str]:
+        return {t.name: t.cluster for t in self.source.topics if t.cluster}
+
+
+def _convert(value: Any, hint: Any, path: str) -> Any:
+    """Build a typed value from YAML data, failing with the dotted key on a mismatch."""
+    origin = get_origin(hint)
+    args = get_args(hint)
+    if origin is None and dataclasses.is_dataclass(hint):
+        return _build(hint, value, path)
+    if type(None) in args:
+        if value is None:
+            return None
+        inner = [a for a in args if a is not type(None)]
+        return _convert(value, inner[0], path)
+    if origin is list:
+        if not isinstance(value, list):
+            raise ConfigError(f"{path}: expected a list, got {type(value).__name__}")
+        return [_convert(v, args[0], f"{path}[{i}]") for i, v in enumerate(value)]
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{path}: expected a mapping, got {type(value).__name__}")
+        return {str(k): _convert(v, args[1], f"{path}.{k}") for k, v in value.items()}
+    if hint is Any:
+        return value
+    if hint is bool:
+        if isinstance(value, bool):
+            return value
+        raise ConfigError(f"{path}: expected true or false, got {value!r}")
+    if hint in (int, float):
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ConfigError(f"{path}: expected a number, got {value!r}")
+        if hint is int and not float(value).is_integer():
+            raise ConfigError(f"{path}: expected a whole number, got {value!r}")
+        return hint(value)
+    if hint is str:
+        if isinstance(value, dict | list):
+            raise ConfigError(f"{path}: expected a string, got {type(value).__name__}")
+        return str(value)
+    return value
+
+
+def _build(cls: type, data: Any, path: str) -> Any:
+    if data is None:
+        return cls()
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path or 'config'}: expected a mapping, got {type(data).__name__}")
+    hints = get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
+    kwargs = {}
+    for key, value in data.items():
+        key_path = f"{path}.{key}" if path else str(key)
+        if key not in names:
+            close = difflib.get_close_matches(str(key), names, n=1)
+            hint = f" Did you mean '{close[0]}'?" if close else ""
+            raise ConfigError(
+                f"{key_path}: unknown key.{hint} Valid keys here: {', '.join(names)}"
+            )
+        kwargs[key] = _convert(value, hints[key], key_path)
+    return cls(**kwargs)
+
+
+def _apply_env(data: dict[str, Any], environ: dict[str, str]) -> dict[str, Any]:
+    """KAFKA_HEALTH__SECTION__KEY=value overrides one key; value is parsed as YAML."""
+    for name, raw in sorted(environ.items()):
+        if not name.startswith(ENV_PREFIX):
+            continue
+        keys = [k.lower() for k in name[len(ENV_PREFIX):].split("__") if k]
+        node = data
+        for key in keys[:-1]:
+            node = node.setdefault(key, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"{name}: {'.'.join(keys)} does not name a nested key")
+        node[keys[-1]] = yaml.safe_load(raw)
+    return data
+
+
+def load_config(path: str | Path | None = None, environ: dict[str, str] | None = None) -> Config:
+    """Read YAML (optional), apply environment overrides, validate."""
+    data: dict[str, Any] = {}
+    if path is not None:
+        try:
+            text = Path(path).read_text()
+        except OSError as err:
+            raise ConfigError(f"--config {path}: cannot read ({err.strerror})") from err
+        try:
+            data = yaml.safe_load(text) or {}
+        except yaml.YAMLError as err:
+            raise ConfigError(f"--config {path}: not valid YAML ({err})") from err
+        if not isinstance(data, dict):
+            raise ConfigError(f"--config {path}: the top level must be a mapping of sections")
+    data = _apply_env(data, dict(os.environ if environ is None else environ))
+    return _build(Config, data, "").validate()
+
+
+def redacted(config: Config) -> dict[str, Any]:
+    """The config as a dict safe to log: passthrough client values whose key smells secret are masked."""
+    data = dataclasses.asdict(config)
+    secret_words = ("password", "secret", "key", "token", "credential", "jaas")
+    kafka = data["source"]["kafka"]
+    for key in kafka:
+        if any(word in key.lower() for word in secret_words):
+            kafka[key] = "***"
+    return data

@@ -1,0 +1,109 @@
+"""Jolokia JMX read responses (single object or bulk array) -> observations.
+
+Layouts handled (Jolokia protocol, "read" operation):
+- request names one MBean, no attribute:  value = {attribute: number, ...}
+- request names one MBean and attribute:  value = number
+- request names a pattern (wildcards):    value = {objectName: {attribute: number, ...}}
+Entries with status != 200 are skipped; non-numeric attributes (RateUnit, EventType)
+are not metrics and are skipped. Jolokia's `timestamp` is epoch seconds.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from streaming.catalog import Catalog, parse_object_name
+from streaming.decode.common import DecodeError, Observation
+
+IDENTITY_PROPS = ("type", "name")
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def _mbean_observations(
+    catalog: Catalog, object_name: str, attributes: dict[str, Any], ts: float | None
+) -> list[Observation]:
+    try:
+        domain, props = parse_object_name(object_name)
+    except ValueError as err:
+        raise DecodeError("bad_mbean", str(err)) from err
+    labels = {k: v for k, v in props.items() if k not in IDENTITY_PROPS}
+    out = []
+    for attribute, raw in attributes.items():
+        value = _number(raw)
+        if value is None:
+            continue
+        metric = catalog.from_jmx(domain, props, attribute)
+        if metric is None:
+            out.append(
+                Observation(
+                    ts, None, attribute, value, "gauge",
+                    {**labels, "raw_name": object_name}, raw_name=object_name,
+                )
+            )
+            continue
+        canonical_attribute = "Value" if catalog.is_attribute_metric(metric) else attribute
+        out.append(
+            Observation(
+                ts, metric.name, canonical_attribute, value,
+                metric.sample_kind(canonical_attribute), labels,
+            )
+        )
+    return out
+
+
+def _entry_observations(catalog: Catalog, entry: Any) -> list[Observation]:
+    if not isinstance(entry, dict):
+        raise DecodeError("wrong_type", "a Jolokia response entry must be an object")
+    status = entry.get("status", 200)
+    if status != 200:
+        return []
+    request = entry.get("request")
+    if not isinstance(request, dict) or not isinstance(request.get("mbean"), str):
+        raise DecodeError("missing_field", "request.mbean")
+    if "value" not in entry:
+        raise DecodeError("missing_field", "value")
+    ts = entry.get("timestamp")
+    if ts is not None:
+        ts = _number(ts)
+        if ts is None or not math.isfinite(ts):
+            raise DecodeError("wrong_type", "timestamp must be epoch seconds")
+    mbean, value = request["mbean"], entry["value"]
+    attribute = request.get("attribute")
+    if isinstance(attribute, str):
+        return _mbean_observations(catalog, mbean, {attribute: value}, ts)
+    if not isinstance(value, dict):
+        number = _number(value)
+        if number is None:
+            raise DecodeError("wrong_type", f"value of {mbean[:120]} is not a number or object")
+        raise DecodeError("missing_field", "request.attribute for a scalar value")
+    if "*" in mbean or "?" in mbean:
+        out = []
+        for object_name, attributes in value.items():
+            if isinstance(attributes, dict):
+                out.extend(_mbean_observations(catalog, object_name, attributes, ts))
+        return out
+    return _mbean_observations(catalog, mbean, value, ts)
+
+
+def decode(doc: Any, catalog: Catalog) -> tuple[list[Observation], dict[str, str]]:
+    """Observations of one message plus record-level identity hints (proxy target url)."""
+    entries = doc if isinstance(doc, list) else [doc]
+    observations: list[Observation] = []
+    hints: dict[str, str] = {}
+    for entry in entries:
+        observations.extend(_entry_observations(catalog, entry))
+        target = entry.get("request", {}).get("target") if isinstance(entry, dict) else None
+        if isinstance(target, dict) and isinstance(target.get("url"), str):
+            hints["jolokia_agent_url"] = target["url"]
+    return observations, hints
+
+
+def looks_like(doc: Any) -> bool:
+    first = doc[0] if isinstance(doc, list) and doc else doc
+    return isinstance(first, dict) and "request" in first and ("value" in first or "status" in first)

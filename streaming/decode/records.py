@@ -1,0 +1,240 @@
+"""Kafka records -> canonical samples and quarantine rows, one Arrow batch at a time.
+
+Runs inside Spark's Python workers (mapInArrow), so it imports no pyspark and keeps its
+context picklable. Every record ends as samples, a quarantine row, or both (a record
+whose good samples are kept and whose bad ones are reported once); none is dropped.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from types import ModuleType
+from typing import Any
+
+import orjson
+import pyarrow as pa
+
+from streaming.catalog import Catalog, load_catalog
+from streaming.config import Config, IdentityConfig
+from streaming.decode import jolokia
+from streaming.decode.common import DecodeError, Observation, Rejected
+from streaming.schemas import decoded_arrow_schema
+
+DECODERS: dict[str, ModuleType] = {"jolokia": jolokia}
+RAW_KEEP_BYTES = 1 << 20  # quarantined payloads above 1 MiB keep their head only
+DROP_LABELS = ("job", "__name__")
+
+
+def register_decoder(name: str, module: ModuleType) -> None:
+    """Formats plug in here; each module has decode(doc, catalog) and looks_like(doc)."""
+    DECODERS[name] = module
+
+
+@dataclass(frozen=True)
+class DecodeContext:
+    """Everything a worker needs, picklable: no Spark, no live clients."""
+
+    topic_formats: dict[str, str] = field(default_factory=dict)
+    topic_clusters: dict[str, str] = field(default_factory=dict)
+    identity: IdentityConfig = field(default_factory=IdentityConfig)
+    max_skew_seconds: float = 900.0
+    max_message_bytes: int = 10 * 1024 * 1024
+
+    @classmethod
+    def from_config(cls, config: Config) -> DecodeContext:
+        return cls(
+            topic_formats=config.topic_formats(),
+            topic_clusters=config.topic_clusters(),
+            identity=config.identity,
+            max_skew_seconds=config.quality.max_timestamp_skew_seconds,
+            max_message_bytes=config.quality.max_message_bytes,
+        )
+
+
+class IdentityResolver:
+    """Finds (cluster, broker) for a sample: labels, then the record key, then instance, then defaults."""
+
+    def __init__(self, identity: IdentityConfig, topic_clusters: dict[str, str]) -> None:
+        self.identity = identity
+        self.topic_clusters = topic_clusters
+        self.key_re = re.compile(identity.key_pattern) if identity.key_pattern else None
+        self.instance_re = (
+            re.compile(identity.broker_from_instance_regex)
+            if identity.broker_from_instance_regex
+            else None
+        )
+        self.strip = set(identity.cluster_labels) | set(identity.broker_labels) | set(
+            identity.instance_labels
+        ) | set(DROP_LABELS)
+
+    @staticmethod
+    def _first(names: list[str], *sources: dict[str, str]) -> str | None:
+        for source in sources:
+            for name in names:
+                value = source.get(name)
+                if value:
+                    return value
+        return None
+
+    def key_groups(self, key: bytes | None) -> dict[str, str]:
+        if not key or self.key_re is None:
+            return {}
+        match = self.key_re.match(key.decode("utf-8", "replace"))
+        return {k: v for k, v in match.groupdict().items() if v} if match else {}
+
+    def resolve(
+        self, labels: dict[str, str], hints: dict[str, str], key_groups: dict[str, str], topic: str
+    ) -> tuple[str, str | None]:
+        ident = self.identity
+        cluster = (
+            self._first(ident.cluster_labels, labels, hints)
+            or key_groups.get("cluster")
+            or self.topic_clusters.get(topic)
+            or ident.default_cluster
+        )
+        broker = self._first(ident.broker_labels, labels, hints) or key_groups.get("broker")
+        if broker is None:
+            instance = self._first(ident.instance_labels, labels, hints)
+            if instance is not None:
+                broker = ident.instance_map.get(instance)
+                if broker is None and self.instance_re is not None:
+                    match = self.instance_re.search(instance)
+                    broker = match.group(1) if match else None
+        return cluster, broker
+
+
+def detect_format(doc: Any) -> str | None:
+    for name, module in DECODERS.items():
+        if module.looks_like(doc):
+            return name
+    return None
+
+
+def _check(obs: Observation, record_ts: float, max_skew: float) -> Rejected | None:
+    """The hard rules: values a signal could be computed from, at a believable time."""
+    name = obs.metric or obs.raw_name or "?"
+    if not math.isfinite(obs.value):
+        return Rejected("non_finite_value", f"{name}.{obs.attribute}={obs.value}")
+    if obs.kind == "counter" and obs.value < 0:
+        return Rejected("negative_counter", f"{name}.{obs.attribute}={obs.value}")
+    if obs.ts is not None and abs(obs.ts - record_ts) > max_skew:
+        return Rejected(
+            "timestamp_skew",
+            f"{name} at {obs.ts:.0f} is {obs.ts - record_ts:+.0f}s from the record time",
+        )
+    return None
+
+
+class _Columns:
+    """Column lists for the decoded batch; appending rows is the hot path, so no dicts."""
+
+    def __init__(self) -> None:
+        self.schema = decoded_arrow_schema()
+        self.cols: dict[str, list[Any]] = {f.name: [] for f in self.schema}
+        self.append_sample: Callable[..., None] = self._append_sample
+
+    def _append_sample(self, ts, cluster, broker, obs, labels, fmt, topic, part, off, ingest):
+        c = self.cols
+        c["ts"].append(ts)
+        c["cluster"].append(cluster)
+        c["broker"].append(broker)
+        c["metric"].append(obs.metric)
+        c["attribute"].append(obs.attribute)
+        c["labels"].append(list(labels.items()))
+        c["value"].append(obs.value)
+        c["kind"].append(obs.kind)
+        c["source_format"].append(fmt)
+        c["source_topic"].append(topic)
+        c["source_partition"].append(part)
+        c["source_offset"].append(off)
+        c["ingest_ts"].append(ingest)
+        c["date"].append(ts.strftime("%Y-%m-%d"))
+        c["reject_reason"].append(None)
+        c["raw"].append(None)
+
+    def append_reject(self, reason, raw, fmt, topic, part, off, ingest) -> None:
+        c = self.cols
+        for name in ("ts", "cluster", "broker", "metric", "attribute", "labels", "value", "kind",
+                     "date"):
+            c[name].append(None)
+        c["source_format"].append(fmt)
+        c["source_topic"].append(topic)
+        c["source_partition"].append(part)
+        c["source_offset"].append(off)
+        c["ingest_ts"].append(ingest)
+        c["reject_reason"].append(reason)
+        c["raw"].append(raw[:RAW_KEEP_BYTES] if raw is not None else None)
+
+    def batch(self) -> pa.RecordBatch:
+        return pa.RecordBatch.from_pydict(self.cols, schema=self.schema)
+
+
+def decode_record_batch(
+    batch: pa.RecordBatch, ctx: DecodeContext, catalog: Catalog | None = None
+) -> pa.RecordBatch:
+    """Decode one batch of Kafka records (the kafka_records schema) into decoded rows."""
+    catalog = catalog or load_catalog()
+    resolver = IdentityResolver(ctx.identity, ctx.topic_clusters)
+    out = _Columns()
+    ingest = datetime.now(UTC)
+    data = batch.to_pydict()
+    for key, value, topic, part, off, rec_time in zip(
+        data["key"], data["value"], data["topic"], data["partition"], data["offset"],
+        data["timestamp"], strict=True,
+    ):
+        fmt = ctx.topic_formats.get(topic, "auto")
+        record_ts = rec_time.timestamp() if rec_time is not None else ingest.timestamp()
+        try:
+            if not value:
+                raise DecodeError("empty_value")
+            if len(value) > ctx.max_message_bytes:
+                raise DecodeError("message_too_large", f"{len(value)} bytes")
+            try:
+                doc = orjson.loads(value)
+            except orjson.JSONDecodeError as err:
+                raise DecodeError("not_json", str(err)[:200]) from err
+            if fmt == "auto":
+                fmt = detect_format(doc) or "unknown"
+                if fmt == "unknown":
+                    raise DecodeError("unknown_format", "no decoder recognises this layout")
+            decoder = DECODERS.get(fmt)
+            if decoder is None:
+                raise DecodeError("unknown_format", f"no decoder for format {fmt!r}")
+            observations, hints = decoder.decode(doc, catalog)
+        except DecodeError as err:
+            out.append_reject(str(err), value, fmt, topic, part, off, ingest)
+            continue
+        except Exception as err:  # a decoder bug must not stop the always-on job
+            out.append_reject(f"decoder_error: {type(err).__name__}: {err}"[:500], value, fmt,
+                              topic, part, off, ingest)
+            continue
+        key_groups = resolver.key_groups(key)
+        rejected: list[Rejected] = []
+        for obs in observations:
+            bad = _check(obs, record_ts, ctx.max_skew_seconds)
+            if bad is None:
+                cluster, broker = resolver.resolve(obs.labels, hints, key_groups, topic)
+                if broker is None:
+                    bad = Rejected("no_broker_identity", obs.metric or obs.raw_name or "?")
+            if bad is not None:
+                rejected.append(bad)
+                continue
+            ts = datetime.fromtimestamp(obs.ts if obs.ts is not None else record_ts, UTC)
+            labels = {k: v for k, v in sorted(obs.labels.items()) if k not in resolver.strip}
+            out.append_sample(ts, cluster, broker, obs, labels, fmt, topic, part, off, ingest)
+        if rejected:
+            first = rejected[0]
+            reason = f"{first.reason}: {first.detail}"
+            if len(rejected) > 1:
+                reason += f" (+{len(rejected) - 1} more rejected samples)"
+            out.append_reject(reason[:500], value, fmt, topic, part, off, ingest)
+    return out.batch()
+
+
+def reason_category(reason: str) -> str:
+    """The bounded label for metrics: the category before the colon."""
+    return reason.split(":", 1)[0]

@@ -1,0 +1,78 @@
+"""Table and stream schemas, built from metrics_schemas/tables.yaml (data, not code)."""
+
+from __future__ import annotations
+
+import functools
+import os
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import yaml
+
+
+def schemas_dir() -> Path:
+    """The metrics_schemas folder: env override first, so spark-submit can ship it anywhere."""
+    override = os.environ.get("KAFKA_HEALTH_SCHEMAS")
+    if override:
+        return Path(override)
+    return Path(__file__).resolve().parents[1] / "metrics_schemas"
+
+
+@functools.cache
+def load_yaml(name: str) -> Any:
+    return yaml.safe_load((schemas_dir() / name).read_text())
+
+
+_ARROW_TYPES: dict[str, pa.DataType] = {
+    "string": pa.string(),
+    "double": pa.float64(),
+    "long": pa.int64(),
+    "int": pa.int32(),
+    "boolean": pa.bool_(),
+    "binary": pa.binary(),
+    "timestamp": pa.timestamp("us", tz="UTC"),
+    "map<string,string>": pa.map_(pa.string(), pa.string()),
+}
+
+_SPARK_DDL = {
+    "string": "STRING",
+    "double": "DOUBLE",
+    "long": "BIGINT",
+    "int": "INT",
+    "boolean": "BOOLEAN",
+    "binary": "BINARY",
+    "timestamp": "TIMESTAMP",
+    "map<string,string>": "MAP<STRING,STRING>",
+}
+
+
+def table_spec(table: str) -> dict[str, Any]:
+    return load_yaml("tables.yaml")[table]
+
+
+def arrow_schema(table: str) -> pa.Schema:
+    columns = table_spec(table)["columns"]
+    return pa.schema([pa.field(name, _ARROW_TYPES[kind]) for name, kind in columns.items()])
+
+
+def spark_ddl(table: str) -> str:
+    """DDL string for Spark; stays a string so this module imports without pyspark."""
+    columns = table_spec(table)["columns"]
+    return ", ".join(f"`{name}` {_SPARK_DDL[kind]}" for name, kind in columns.items())
+
+
+def decoded_arrow_schema() -> pa.Schema:
+    """The decode stage's output: bronze columns plus the reject reason and raw bytes.
+
+    One schema for good and bad rows lets decoding run as a single mapInArrow pass; the
+    sink splits them (reason null = bronze, else quarantine).
+    """
+    bronze = arrow_schema("bronze")
+    return bronze.append(pa.field("reject_reason", pa.string())).append(
+        pa.field("raw", pa.binary())
+    )
+
+
+def decoded_spark_ddl() -> str:
+    return spark_ddl("bronze") + ", `reject_reason` STRING, `raw` BINARY"

@@ -1,0 +1,319 @@
+"""A PySpark streaming data source over confluent-kafka, shaped like Spark's own kafka source.
+
+Used where spark-sql-kafka is not on the classpath (no Maven here). Same output columns
+(key, value, topic, partition, offset, timestamp, timestampType), offsets as JSON in the
+Spark checkpoint ({"topic": {"0": 42}}), one input partition per topic-partition range,
+a per-trigger cap and failOnDataLoss, like `maxOffsetsPerTrigger` / `failOnDataLoss`.
+
+PySpark 4.1 facts this is built around: latestOffset() is given neither the start nor
+a limit and may be called before initialOffset(), so the cap remembers the last end it
+planned (or reads the checkpoint's offset log on restart); read() runs on executors from
+a pickled reader, so no live client may be an attribute when pickled.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceStreamReader,
+    InputPartition,
+)
+
+from streaming.schemas import arrow_schema, spark_ddl
+
+LOG = logging.getLogger("kafka_health.source")
+SOURCE_NAME = "kafka_health_kafka"
+CHUNK = 10_000
+STALL_SECONDS = 60.0
+# confluent-kafka timestamp types -> Spark kafka source's timestampType (0 create, 1 log append)
+_TS_TYPES = {1: 0, 2: 1}
+
+
+class KafkaDataLossError(RuntimeError):
+    """Offsets the checkpoint expects are gone; raised only when failOnDataLoss is true."""
+
+
+class KafkaRange(InputPartition):
+    def __init__(self, topic: str, partition: int, start: int, end: int) -> None:
+        super().__init__((topic, partition, start, end))
+        self.topic, self.partition, self.start, self.end = topic, partition, start, end
+
+
+def client_config(options: dict[str, str]) -> dict[str, str]:
+    """kafka.* options pass through; secretFile.*/secretEnv.* name where a secret lives.
+
+    Secrets travel as references so that their values never sit in Spark's plan, logs or UI.
+    """
+    conf: dict[str, str] = {}
+    for key, value in options.items():
+        if key.startswith("kafka."):
+            conf[key[len("kafka."):]] = value
+        elif key.startswith("secretFile."):
+            conf[key[len("secretFile."):]] = Path(value).read_text().strip()
+        elif key.startswith("secretEnv."):
+            conf[key[len("secretEnv."):]] = os.environ[value]
+    if "bootstrap.servers" not in conf:
+        raise ValueError("kafka_health_kafka source: option kafka.bootstrap.servers is required")
+    return conf
+
+
+def _as_bool(value: str | None, default: bool) -> bool:
+    return default if value is None else value.strip().lower() in ("1", "true", "yes")
+
+
+def last_checkpointed_offsets(checkpoint: str | None) -> dict[str, dict[str, int]] | None:
+    """End offsets of the newest batch in Spark's offset log, for the cap after a restart."""
+    if not checkpoint:
+        return None
+    directory = Path(checkpoint) / "offsets"
+    if not directory.is_dir():
+        return None
+    batches = sorted((int(p.name) for p in directory.iterdir() if p.name.isdigit()), reverse=True)
+    for batch in batches:
+        lines = (directory / str(batch)).read_text().splitlines()
+        if len(lines) >= 3 and lines[2].strip().startswith("{"):
+            return json.loads(lines[2])
+    return None
+
+
+class KafkaStreamReader(DataSourceStreamReader):
+    def __init__(self, options: dict[str, str]) -> None:
+        self.options = dict(options)
+        self.topics = [t for t in options.get("subscribe", "").split(",") if t]
+        self.pattern = options.get("subscribePattern")
+        if not self.topics and not self.pattern:
+            raise ValueError("kafka_health_kafka source: set option subscribe or subscribePattern")
+        cap = options.get("maxOffsetsPerTrigger")
+        self.max_per_trigger = int(cap) if cap else None
+        self.fail_on_data_loss = _as_bool(options.get("failOnDataLoss"), True)
+        self.starting = options.get("startingOffsets", "earliest")
+        self._last_end: dict[str, dict[str, int]] | None = last_checkpointed_offsets(
+            options.get("checkpointLocation")
+        )
+        self._meta: Any = None
+        self._probe: Any = None
+        self.probe_high = _as_bool(options.get("highWatermarkProbe"), False)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_meta"] = None
+        state["_probe"] = None
+        return state
+
+    # ---- metadata (driver side) ----
+    def _consumer(self) -> Any:
+        if self._meta is None:
+            from confluent_kafka import Consumer
+
+            conf = client_config(self.options)
+            conf.update({"group.id": "kafka-health-metadata", "enable.auto.commit": False})
+            self._meta = Consumer(conf)
+        return self._meta
+
+    def _partitions(self) -> list[tuple[str, int]]:
+        metadata = self._consumer().list_topics(timeout=15)
+        wanted = set(self.topics)
+        regex = re.compile(self.pattern) if self.pattern else None
+        out = []
+        for name, topic in metadata.topics.items():
+            if name in wanted or (regex is not None and regex.fullmatch(name)):
+                if topic.error is not None:
+                    continue
+                out.extend((name, p) for p in topic.partitions)
+        return sorted(out)
+
+    def _watermarks(self, topic: str, partition: int) -> tuple[int, int]:
+        from confluent_kafka import TopicPartition
+
+        return self._consumer().get_watermark_offsets(
+            TopicPartition(topic, partition), timeout=15, cached=False
+        )
+
+    def _offsets(self, which: str) -> dict[str, dict[str, int]]:
+        out: dict[str, dict[str, int]] = {}
+        for topic, partition in self._partitions():
+            low, high = self._watermarks(topic, partition)
+            out.setdefault(topic, {})[str(partition)] = low if which == "earliest" else high
+        if which == "latest" and self.probe_high:
+            out = self._probed(out)
+        return out
+
+    def _probed(self, reported: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
+        """Embedded broker only: read the true high watermark from a Fetch response.
+
+        Tansu's ListOffsets answers base offset of the newest batch + 1, so records after
+        the first of that batch would look unwritten until more data arrives. Fetching the
+        record just below the reported end returns the real high watermark with it.
+        Switched on by highWatermarkProbe=true; a real Kafka never needs it.
+        """
+        from confluent_kafka import Consumer, TopicPartition
+
+        if self._probe is None:
+            conf = client_config(self.options)
+            conf.update({"group.id": "kafka-health-probe", "enable.auto.commit": False,
+                         "fetch.wait.max.ms": 5})
+            self._probe = Consumer(conf)
+        wanted = {(t, int(p)): end for t, parts in reported.items() for p, end in parts.items()
+                  if end > 0}
+        if not wanted:
+            return reported
+        self._probe.assign([TopicPartition(t, p, end - 1) for (t, p), end in wanted.items()])
+        pending, deadline = set(wanted), time.monotonic() + 5.0
+        while pending and time.monotonic() < deadline:
+            for message in self._probe.consume(num_messages=len(pending), timeout=0.2):
+                if message.error() is None:
+                    pending.discard((message.topic(), message.partition()))
+        out = {t: dict(parts) for t, parts in reported.items()}
+        for (topic, partition), end in wanted.items():
+            _, high = self._probe.get_watermark_offsets(TopicPartition(topic, partition),
+                                                        cached=True)
+            if high is not None and high > end:
+                out[topic][str(partition)] = high
+        return out
+
+    def initialOffset(self) -> dict:
+        if self.starting in ("earliest", "latest"):
+            return self._offsets(self.starting)
+        return json.loads(self.starting)
+
+    def latestOffset(self) -> dict:
+        latest = self._offsets("latest")
+        start = self._last_end
+        if start is None:
+            start = self.initialOffset()
+        return self._capped(start, latest) if self.max_per_trigger else latest
+
+    def _capped(self, start: dict, latest: dict) -> dict:
+        """Spread the per-trigger cap over partitions in proportion to their backlog."""
+        backlog = {}
+        for topic, parts in latest.items():
+            for p, end in parts.items():
+                begin = start.get(topic, {}).get(p, 0)
+                backlog[(topic, p)] = (begin, max(0, end - begin))
+        total = sum(b for _, b in backlog.values())
+        if total <= self.max_per_trigger:
+            return latest
+        out: dict[str, dict[str, int]] = {}
+        for (topic, p), (begin, size) in backlog.items():
+            share = int(self.max_per_trigger * size / total)
+            out.setdefault(topic, {})[p] = begin + min(size, max(share, 1 if size else 0))
+        return out
+
+    def partitions(self, start: dict, end: dict) -> list[KafkaRange]:
+        ranges = []
+        for topic, parts in end.items():
+            for p, stop in parts.items():
+                begin = start.get(topic, {}).get(p)
+                if begin is None:  # a partition that appeared since the last batch
+                    begin = self._watermarks(topic, int(p))[0]
+                if stop < begin:
+                    self._data_loss(
+                        f"{topic}-{p}: end offset {stop} is below the checkpointed {begin}; "
+                        "the topic was recreated or the broker lost data"
+                    )
+                    begin = min(stop, self._watermarks(topic, int(p))[0])
+                if stop > begin:
+                    ranges.append(KafkaRange(topic, int(p), begin, stop))
+        self._last_end = end
+        return ranges
+
+    def _data_loss(self, message: str) -> None:
+        if self.fail_on_data_loss:
+            raise KafkaDataLossError(
+                message + ". Set source.fail_on_data_loss: false to skip ahead and continue."
+            )
+        LOG.warning("data loss (continuing, failOnDataLoss=false): %s", message)
+
+    def commit(self, end: dict) -> None:
+        self._last_end = end
+
+    def stop(self) -> None:
+        for client in (self._meta, self._probe):
+            if client is not None:
+                client.close()
+        self._meta = self._probe = None
+
+    # ---- data (executor side) ----
+    def read(self, partition: KafkaRange) -> Iterator[pa.RecordBatch]:
+        from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+        conf = client_config(self.options)
+        conf.update({
+            "group.id": "kafka-health-reader",
+            "enable.auto.commit": False,
+            "enable.partition.eof": False,
+            "auto.offset.reset": "earliest",
+            "fetch.max.bytes": 64 * 1024 * 1024,
+        })
+        consumer = Consumer(conf)
+        schema = arrow_schema("kafka_records")
+        try:
+            low, _ = consumer.get_watermark_offsets(
+                TopicPartition(partition.topic, partition.partition), timeout=15, cached=False
+            )
+            position = partition.start
+            if low > position:
+                self._data_loss(
+                    f"{partition.topic}-{partition.partition}: offsets {position}..{low - 1} "
+                    "are gone (retention or a broker that lost data)"
+                )
+                position = low
+            consumer.assign([TopicPartition(partition.topic, partition.partition, position)])
+            last_progress = time.monotonic()
+            while position < partition.end:
+                messages = consumer.consume(num_messages=min(CHUNK, partition.end - position),
+                                            timeout=1.0)
+                cols: dict[str, list[Any]] = {f.name: [] for f in schema}
+                for message in messages:
+                    if message.error() is not None:
+                        if message.error().code() == KafkaError._PARTITION_EOF:
+                            continue
+                        raise RuntimeError(f"Kafka read error: {message.error()}")
+                    offset = message.offset()
+                    if offset < position or offset >= partition.end:
+                        continue
+                    ts_type, ts_ms = message.timestamp()
+                    cols["key"].append(message.key())
+                    cols["value"].append(message.value())
+                    cols["topic"].append(partition.topic)
+                    cols["partition"].append(partition.partition)
+                    cols["offset"].append(offset)
+                    cols["timestamp"].append(
+                        datetime.fromtimestamp(ts_ms / 1000, UTC) if ts_ms >= 0 else None
+                    )
+                    cols["timestampType"].append(_TS_TYPES.get(ts_type, -1))
+                    position = offset + 1
+                if cols["offset"]:
+                    last_progress = time.monotonic()
+                    yield pa.RecordBatch.from_pydict(cols, schema=schema)
+                elif time.monotonic() - last_progress > STALL_SECONDS:
+                    raise TimeoutError(
+                        f"{partition.topic}-{partition.partition}: no records between offset "
+                        f"{position} and {partition.end} for {STALL_SECONDS:.0f}s "
+                        f"(broker {conf['bootstrap.servers']} unreachable or data gone)"
+                    )
+        finally:
+            consumer.close()
+
+
+class KafkaHealthKafkaSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return SOURCE_NAME
+
+    def schema(self) -> str:
+        return spark_ddl("kafka_records")
+
+    def streamReader(self, schema: Any) -> KafkaStreamReader:
+        return KafkaStreamReader(self.options)

@@ -1,0 +1,46 @@
+"""Pick the source by config; downstream stages see the same columns either way."""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from streaming.config import Config
+from streaming.source.kafka_python import SOURCE_NAME, KafkaHealthKafkaSource
+
+KAFKA_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp", "timestampType")
+
+
+def source_options(config: Config) -> dict[str, str]:
+    """Options in Spark's kafka-source vocabulary, shared by both engines."""
+    src = config.source
+    options = {"kafka.bootstrap.servers": src.bootstrap_servers,
+               "startingOffsets": src.starting_offsets,
+               "failOnDataLoss": str(src.fail_on_data_loss).lower()}
+    if src.subscribe_pattern:
+        options["subscribePattern"] = src.subscribe_pattern
+    else:
+        options["subscribe"] = ",".join(t.name for t in src.topics)
+    if src.max_offsets_per_trigger:
+        options["maxOffsetsPerTrigger"] = str(src.max_offsets_per_trigger)
+    options.update({f"kafka.{k}": v for k, v in src.kafka.items()})
+    return options
+
+
+def read_metrics_stream(spark: SparkSession, config: Config) -> DataFrame:
+    options = source_options(config)
+    if config.source.engine == "spark":
+        # Spark's own source: secrets go as kafka.* options, which Spark redacts in its UI/logs.
+        options.update({f"kafka.{k}": ref.read(k) for k, ref in config.source.secrets.items()})
+        reader = spark.readStream.format("kafka").options(**options)
+        return reader.load().select(*[F.col(c) for c in KAFKA_COLUMNS])
+    for key, ref in config.source.secrets.items():
+        if ref.file:
+            options[f"secretFile.{key}"] = ref.file
+        elif ref.env:
+            options[f"secretEnv.{key}"] = ref.env
+    options["checkpointLocation"] = config.spark.checkpoint
+    if config.source.embedded_broker:
+        options["highWatermarkProbe"] = "true"
+    spark.dataSource.register(KafkaHealthKafkaSource)
+    return spark.readStream.format(SOURCE_NAME).options(**options).load()
