@@ -42,18 +42,19 @@ THRESHOLDS = {
     "under_replicated": [(GREEN, None), (ORANGE, 1)],
     "unmatched_shrinks": [(GREEN, None), (ORANGE, 1)],
     "request_queue": [(GREEN, None), (ORANGE, 0.8)],
-    "idle": [(ORANGE, None), (GREEN, 0.2)],  # idle fraction < 0.2 = saturated
-    "headroom_ratio": [(RED, None), (ORANGE, 0), (GREEN, 0.2)],  # < 0: past the ceiling
-    "days_to_ceiling": [(RED, None), (ORANGE, 7), (GREEN, 30)],
+    "idle": [(ORANGE, None), (GREEN, 0.2)],  # request handler idle < 0.2 = saturated
+    "net_idle": [(ORANGE, None), (GREEN, 0.3)],  # network processor idle < 0.3
+    "headroom_ratio": [(ORANGE, None), (GREEN, 0.2)],
+    "days_to_ceiling": [(ORANGE, None), (GREEN, 30)],
     "stale": [(GREEN, None), (ORANGE, 1)],
     "sample_age_s": [(GREEN, None), (ORANGE, 180)],
     "fd_ratio": [(GREEN, None), (ORANGE, 0.8)],
     "incidents": [(GREEN, None), (ORANGE, 1)],
     "at_min_isr": [(GREEN, None), (ORANGE, 1)],
     "pipeline_up": [(RED, None), (GREEN, 1)],
-    "batch_age_s": [(GREEN, None), (ORANGE, 120)],
+    "batch_age_s": [(GREEN, None), (ORANGE, 300)],  # KafkaHealthPipelineStalled > 300 s
     "event_lag_s": [(GREEN, None), (ORANGE, 300)],
-    "source_lag_records": [(GREEN, None), (ORANGE, 100000)],
+    "source_lag_records": [(GREEN, None), (ORANGE, 500000)],  # KafkaHealthPipelineLagging
     "dq_failures": [(GREEN, None), (ORANGE, 1)],
     "quarantine_ratio": [(GREEN, None), (ORANGE, 0.01)],
     "info": [(BLUE, None)],
@@ -522,7 +523,7 @@ def fleet() -> dict:
                      by_c)],
              thr="under_replicated"),
         stat("Worst request queue utilization",
-             "Highest RequestQueueSize / queued.max.requests of any broker. Bad: >= 0.8 "
+             "Highest RequestQueueSize / queued.max.requests of any broker. Bad: > 0.8 "
              "(orange) - at 1.0 the network threads stop reading from sockets.",
              [target("max by (cluster) "
                      f"(kafka_health_request_queue_utilization_ratio{{{C}}})", by_c)],
@@ -541,7 +542,7 @@ def fleet() -> dict:
              unit="s", thr="sample_age_s"),
         stat("Pipeline last batch age",
              "Seconds since the kafka-health pipeline (all instances, not per cluster) "
-             "finished a micro-batch. Bad: >= 120 s (orange) - every panel here is stale. "
+             "finished a micro-batch. Bad: > 300 s (orange) - every panel here is stale. "
              "Keeps counting when the pipeline stops being scraped.",
              [target("time() - max(last_over_time("
                      "kafka_health_pipeline_last_batch_timestamp_seconds[1h]))", "last batch")],
@@ -566,8 +567,8 @@ def fleet() -> dict:
         table("Brokers by headroom (lowest first)",
               "Every broker, lowest headroom ratio first: the bound that limits it, partitions "
               "hosted, headroom in partitions and days until the ceiling at the current "
-              "growth. Bad: ratio < 0.2 (orange), < 0 (red, past the ceiling); days to "
-              "ceiling < 30 (orange) or < 7 (red). Click a broker for the drill-down.",
+              "growth. Bad: ratio < 0.2 (orange; below 0 the broker is past its ceiling); "
+              "days to ceiling < 30 (orange). Click a broker for the drill-down.",
               [
                   target("min by (cluster, broker, binding_bound) "
                          f"(kafka_health_partition_headroom_ratio{{{C}}})",
@@ -633,7 +634,7 @@ def broker() -> dict:
                      f"(kafka_health_unclean_leader_elections_window_increase{{{CB}}})", b)],
              thr="unclean"),
         stat("Request queue utilization",
-             "RequestQueueSize / queued.max.requests. Bad: >= 0.8 (orange); at 1.0 the "
+             "RequestQueueSize / queued.max.requests. Bad: > 0.8 (orange); at 1.0 the "
              "network threads block.",
              [target("max by (broker) "
                      f"(kafka_health_request_queue_utilization_ratio{{{CB}}})", b)],
@@ -698,9 +699,9 @@ def broker() -> dict:
                    unit="percentunit", thr="idle", threshold_style="line", vmax=1, w=6),
         timeseries("Network processor idle",
                    "Network processor idle fraction, min per window (can read slightly above "
-                   "1). Bad: below the orange line (0.2) - network threads saturated.",
+                   "1). Bad: below the orange line (0.3) - network threads saturated.",
                    [target(f"kafka_health_network_processor_idle_ratio{{{CB}}}", b)],
-                   unit="percentunit", thr="idle", threshold_style="line", w=6),
+                   unit="percentunit", thr="net_idle", threshold_style="line", w=6),
         row("File descriptors"),
         timeseries("Open vs max file descriptors",
                    "Open file descriptors of the broker JVM against its limit (dashed). Bad: "
@@ -741,7 +742,7 @@ def broker() -> dict:
                    vmin=None),
         timeseries("Days to partition ceiling",
                    "Days until the binding ceiling at the observed growth. Bad: < 30 "
-                   "(orange), < 7 (red). No data when partitions are not growing.",
+                   "(orange). No data when partitions are not growing.",
                    [target(f"kafka_health_days_to_partition_ceiling{{{CB}}}", b)],
                    unit="d", thr="days_to_ceiling", threshold_style="line",
                    no_value="not growing"),
@@ -915,12 +916,12 @@ def headroom() -> dict:
         row("Now"),
         stat("Lowest headroom ratio",
              "Smallest (binding ceiling - partitions) / binding ceiling over the selected "
-             "brokers. Bad: < 0.2 (orange), < 0 (red: a broker is past its ceiling).",
+             "brokers. Bad: < 0.2 (orange); below 0 a broker is past its ceiling.",
              [target(f"min(kafka_health_partition_headroom_ratio{{{CB}}})", "lowest")],
              unit="percentunit", thr="headroom_ratio", decimals=1, w=6, text_mode="value"),
         stat("Soonest ceiling",
              "Fewest days until a selected broker reaches its binding ceiling at the observed "
-             "growth. Bad: < 30 days (orange), < 7 (red). 'not growing' when no broker's "
+             "growth. Bad: < 30 days (orange). 'not growing' when no broker's "
              "partition count grows.",
              [target(f"min(kafka_health_days_to_partition_ceiling{{{CB}}})", "soonest")],
              unit="d", thr="days_to_ceiling", decimals=0, w=6, no_value="not growing",
@@ -938,7 +939,7 @@ def headroom() -> dict:
         table("Binding bound per broker",
               "For each broker the bound that limits it, its ceiling, the partitions it "
               "hosts, the headroom and days until the ceiling. Lowest ratio first. Bad: ratio "
-              "< 0.2 (orange) or < 0 (red); days < 30 (orange) or < 7 (red).",
+              "< 0.2 (orange; below 0 past the ceiling); days < 30 (orange).",
               [target("min by (cluster, broker, binding_bound) "
                       f"(kafka_health_partition_headroom_ratio{{{CB}}})",
                       ref="A", instant=True, table=True),
@@ -1010,7 +1011,7 @@ def headroom() -> dict:
                    vmin=None, w=12),
         timeseries("Days to partition ceiling",
                    "Days until the binding ceiling at the observed growth. Bad: below 30 "
-                   "(orange) or 7 (red). No data while partitions are not growing.",
+                   "(orange). No data while partitions are not growing.",
                    [target(f"kafka_health_days_to_partition_ceiling{{{CB}}}", cb)],
                    unit="d", thr="days_to_ceiling", threshold_style="line", w=12,
                    no_value="not growing"),
@@ -1048,7 +1049,7 @@ def pipeline() -> dict:
              text_mode="value", w=4),
         stat("Last batch age",
              "Seconds since the last micro-batch finished (keeps counting after the "
-             "pipeline stops being scraped). Bad: >= 120 s (orange) - dashboards and alerts "
+             "pipeline stops being scraped). Bad: > 300 s (orange) - dashboards and alerts "
              "downstream are stale.",
              [target("time() - max(last_over_time("
                      f"kafka_health_pipeline_last_batch_timestamp_seconds{{{I}}}[1h]))",
@@ -1062,7 +1063,7 @@ def pipeline() -> dict:
              unit="s", thr="event_lag_s", text_mode="value", w=4),
         stat("Source lag",
              "Records behind the end of the metrics topics after the last batch. Bad: "
-             ">= 100k (orange) and growing.",
+             "> 500k (orange) for minutes, and growing.",
              [target(f"sum(kafka_health_pipeline_source_lag_records{{{I}}})", "records")],
              thr="source_lag_records", text_mode="value", w=4),
         stat("Quarantined (time range)",
@@ -1093,7 +1094,7 @@ def pipeline() -> dict:
                    unit="s", w=8),
         timeseries("Last batch age",
                    "Seconds since the last micro-batch finished. Bad: a saw-tooth that no "
-                   "longer resets (stopped) - above 120 s (orange).",
+                   "longer resets (stopped) - above 300 s (orange).",
                    [target("time() - kafka_health_pipeline_last_batch_timestamp_seconds"
                            f"{{{I}}}", inst)],
                    unit="s", thr="batch_age_s", threshold_style="line", w=8),

@@ -1,0 +1,136 @@
+"""The live state as Prometheus series, served from the driver.
+
+Only the driver's Python process can export (executors cannot set driver metrics), so
+the job hands this class the rows it just upserted. Series names and help text come
+from metrics_schemas/exported_metrics.yaml; labels stay bounded (cluster, broker, ...).
+"""
+
+from __future__ import annotations
+
+import threading
+from datetime import datetime
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
+
+from streaming.schemas import load_yaml
+
+# exported gauge -> broker_signals column: the current state is the newest window's last value
+BROKER_COLUMNS = {
+    "kafka_health_under_min_isr_partitions": "under_min_isr_last",
+    "kafka_health_at_min_isr_partitions": "at_min_isr_last",
+    "kafka_health_under_replicated_partitions": "under_replicated_last",
+    "kafka_health_isr_shrinks_window_increase": "isr_shrinks_increase",
+    "kafka_health_isr_expands_window_increase": "isr_expands_increase",
+    "kafka_health_unclean_leader_elections_window_increase": "unclean_elections_increase",
+    "kafka_health_request_queue_utilization_ratio": "request_queue_utilization_max",
+    "kafka_health_response_queue_size": "response_queue_size_max",
+    "kafka_health_request_handler_idle_ratio": "request_handler_idle_min",
+    "kafka_health_network_processor_idle_ratio": "network_processor_idle_min",
+    "kafka_health_partitions": "partition_count_last",
+    "kafka_health_leaders": "leader_count_last",
+    "kafka_health_open_file_descriptors": "open_fds_last",
+    "kafka_health_max_file_descriptors": "max_fds_last",
+}
+CLUSTER_COLUMNS = {
+    "kafka_health_offline_partitions": "offline_partitions_max",
+    "kafka_health_active_controllers": "active_controllers",
+    "kafka_health_brokers_reporting": "brokers_reporting",
+}
+EXTRA_LABELS = {
+    "kafka_health_partition_ceiling": ["bound"],
+    "kafka_health_partition_headroom_ratio": ["binding_bound"],
+    "kafka_health_pipeline_quarantined_records_total": ["reason"],
+}
+
+
+class Exporter:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        self.gauges: dict[str, Gauge] = {}
+        self.counters: dict[str, Counter] = {}
+        spec = load_yaml("exported_metrics.yaml")
+        for group in spec.values():
+            labels = list(group.get("labels", []))
+            for name, help_text in (group.get("gauges") or {}).items():
+                self.gauges[name] = Gauge(name, help_text, labels + EXTRA_LABELS.get(name, []),
+                                          registry=self.registry)
+            for name, help_text in (group.get("counters") or {}).items():
+                self.counters[name] = Counter(name.removesuffix("_total"), help_text,
+                                              labels + EXTRA_LABELS.get(name, []),
+                                              registry=self.registry)
+        self._lock = threading.Lock()
+        self._broker_window: dict[tuple[str, str], datetime] = {}
+        self._broker_last_ts: dict[tuple[str, str], datetime] = {}
+        self._cluster_window: dict[str, datetime] = {}
+        self.server: Any = None
+
+    def start(self, bind: str, port: int) -> None:
+        self.server, _ = start_http_server(port, addr=bind, registry=self.registry)
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.shutdown()
+            self.server = None
+
+    def update_brokers(self, rows: list[dict[str, Any]]) -> None:
+        """Export each broker's newest window; an older (late-corrected) window never wins."""
+        with self._lock:
+            for row in sorted(rows, key=lambda r: r["window_start"]):
+                key = (row["cluster"], row["broker"])
+                if row["window_start"] < self._broker_window.get(key, row["window_start"]):
+                    continue
+                self._broker_window[key] = row["window_start"]
+                last = row.get("last_sample_ts")
+                if last is not None and last > self._broker_last_ts.get(key, last):
+                    self._broker_last_ts[key] = last
+                self._broker_last_ts.setdefault(key, last)
+                for gauge, column in BROKER_COLUMNS.items():
+                    value = row.get(column)
+                    if value is not None:
+                        self.gauges[gauge].labels(*key).set(value)
+
+    def update_clusters(self, rows: list[dict[str, Any]]) -> None:
+        with self._lock:
+            for row in sorted(rows, key=lambda r: r["window_start"]):
+                cluster = row["cluster"]
+                if row["window_start"] < self._cluster_window.get(cluster, row["window_start"]):
+                    continue
+                self._cluster_window[cluster] = row["window_start"]
+                for gauge, column in CLUSTER_COLUMNS.items():
+                    value = row.get(column)
+                    if value is not None:
+                        self.gauges[gauge].labels(cluster).set(value)
+
+    def update_staleness(self, stale_after_seconds: float) -> list[tuple[str, str, float]]:
+        """Flag brokers whose newest sample lags their cluster's newest by too much.
+
+        Event time, not wall time: a compressed replay or a lagging pipeline must not
+        make every broker look stale (the pipeline watchdog covers a stopped stream).
+        Returns (cluster, broker, age) of the stale ones.
+        """
+        stale = []
+        with self._lock:
+            newest: dict[str, datetime] = {}
+            for (cluster, _), ts in self._broker_last_ts.items():
+                if ts is not None and (cluster not in newest or ts > newest[cluster]):
+                    newest[cluster] = ts
+            for (cluster, broker), ts in self._broker_last_ts.items():
+                if ts is None:
+                    continue
+                age = (newest[cluster] - ts).total_seconds()
+                is_stale = age > stale_after_seconds
+                self.gauges["kafka_health_broker_last_sample_age_seconds"].labels(
+                    cluster, broker).set(age)
+                self.gauges["kafka_health_broker_stale"].labels(cluster, broker).set(
+                    1 if is_stale else 0)
+                if is_stale:
+                    stale.append((cluster, broker, age))
+        return stale
+
+    def pipeline(self, name: str, value: float) -> None:
+        self.gauges[name].set(value)
+
+    def count(self, name: str, amount: float = 1.0, **labels: str) -> None:
+        counter = self.counters[name]
+        (counter.labels(**labels) if labels else counter).inc(amount)

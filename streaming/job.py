@@ -1,0 +1,318 @@
+"""Wires the stages into one streaming query: source -> decode -> foreachBatch sinks.
+
+Every step inside a micro-batch is idempotent or a recomputation from bronze, so a batch
+replayed after a crash (same batch id, same offsets) converges to the same tables.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
+
+from streaming.config import Config
+from streaming.decode.records import DecodeContext, reason_category
+from streaming.decode.stage import decode_stage
+from streaming.exporter import Exporter
+from streaming.signals.broker import SIGNAL_METRICS, broker_signals
+from streaming.signals.cluster import cluster_signals
+from streaming.sinks.delta_rs import DeltaRsTable
+from streaming.source.reader import read_metrics_stream
+
+LOG = logging.getLogger("kafka_health.job")
+TABLES = ("bronze", "quarantine", "broker_signals", "cluster_signals")
+
+
+def build_spark(config: Config) -> SparkSession:
+    # Python workers must run this interpreter (the venv with pyarrow and this package).
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    builder = SparkSession.builder.appName(config.spark.app_name)
+    if config.spark.master:
+        builder = builder.master(config.spark.master)
+    defaults = {
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.shuffle.partitions": str(config.spark.shuffle_partitions),
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.streaming.stopGracefullyOnShutdown": "true",
+        "spark.driver.memory": "2g",
+    }
+    for key, value in {**defaults, **config.spark.conf}.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    return spark
+
+
+@dataclass
+class BatchStats:
+    batch_id: int = -1
+    input_rows: int = 0
+    bronze_rows: int = 0
+    quarantined: int = 0
+    finished_at: float = 0.0
+    newest_event: datetime | None = None
+    history: list[int] = field(default_factory=list)
+
+
+class BatchProcessor:
+    """The foreachBatch body: bronze + quarantine, then recompute the touched windows."""
+
+    def __init__(self, spark: SparkSession, config: Config, exporter: Exporter | None,
+                 app_id: str = "kafka-health") -> None:
+        self.spark = spark
+        self.config = config
+        self.exporter = exporter
+        self.stats = BatchStats()
+        self.set_app_id(app_id)
+
+    def set_app_id(self, app_id: str) -> None:
+        """Transactions are keyed by the query id, so a new checkpoint never skips batches."""
+        self.app_id = app_id
+        self.tables = {name: DeltaRsTable(self.config.delta.path, name, app_id)
+                       for name in TABLES}
+        for table in self.tables.values():
+            table.ensure()
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        decoded = batch.toArrow()
+        good = pc.is_null(decoded["reject_reason"])
+        bronze = decoded.filter(good)
+        rejected = decoded.filter(pc.invert(good))
+        self.tables["bronze"].append(bronze, batch_id)
+        if rejected.num_rows:
+            quarantine = pa.table({
+                "ingest_ts": rejected["ingest_ts"],
+                "source_topic": rejected["source_topic"],
+                "source_partition": rejected["source_partition"],
+                "source_offset": rejected["source_offset"],
+                "source_format": rejected["source_format"],
+                "reason": rejected["reject_reason"],
+                "raw": rejected["raw"],
+            })
+            if self.tables["quarantine"].append(quarantine, batch_id) and self.exporter:
+                for reason in rejected["reject_reason"].to_pylist():
+                    self.exporter.count("kafka_health_pipeline_quarantined_records_total",
+                                        reason=reason_category(reason))
+        if bronze.num_rows:
+            self.update_signals(bronze, batch_id)
+        self.stats = BatchStats(
+            batch_id=batch_id, input_rows=decoded.num_rows, bronze_rows=bronze.num_rows,
+            quarantined=rejected.num_rows, finished_at=time.time(),
+            newest_event=pc.max(bronze["ts"]).as_py() if bronze.num_rows else None,
+        )
+
+    def _affected(self, bronze: pa.Table) -> tuple[list[str], datetime, datetime]:
+        """Clusters and the window range this batch touched, plus the next window (counters)."""
+        width = self.config.signals.window_seconds
+        lo, hi = pc.min(bronze["ts"]).as_py(), pc.max(bronze["ts"]).as_py()
+        first = datetime.fromtimestamp(int(lo.timestamp()) // width * width, UTC)
+        last = datetime.fromtimestamp(int(hi.timestamp()) // width * width, UTC)
+        clusters = pc.unique(bronze["cluster"]).to_pylist()
+        return clusters, first, last + timedelta(seconds=width)
+
+    def update_signals(self, bronze: pa.Table, batch_id: int) -> None:
+        cfg = self.config.signals
+        clusters, first, last = self._affected(bronze)
+        lookback = timedelta(seconds=cfg.counter_lookback_seconds)
+        read_from, read_to = first - lookback, last + timedelta(seconds=cfg.window_seconds)
+        dates = sorted({(read_from + timedelta(days=d)).strftime("%Y-%m-%d")
+                        for d in range((read_to - read_from).days + 2)})
+        window_filter = (
+            ds.field("date").isin(dates)
+            & (ds.field("ts") >= pa.scalar(read_from, pa.timestamp("us", "UTC")))
+            & (ds.field("ts") < pa.scalar(read_to, pa.timestamp("us", "UTC")))
+            & ds.field("cluster").isin(clusters)
+            & ds.field("metric").isin(SIGNAL_METRICS)
+        )
+        samples = self.tables["bronze"].read(window_filter)
+        if samples.num_rows == 0:
+            return
+        signals = broker_signals(self.spark.createDataFrame(samples), cfg)
+        in_range = (signals["window_start"] >= first) & (signals["window_start"] <= last)
+        broker_rows = signals.where(in_range).toArrow()
+        self.tables["broker_signals"].upsert(broker_rows, batch_id)
+        stored = self.tables["broker_signals"].read(
+            ds.field("cluster").isin(clusters)
+            & (ds.field("window_start") >= pa.scalar(first, pa.timestamp("us", "UTC")))
+            & (ds.field("window_start") <= pa.scalar(last, pa.timestamp("us", "UTC")))
+        )
+        cluster_rows = cluster_signals(self.spark.createDataFrame(stored)).toArrow()
+        self.tables["cluster_signals"].upsert(cluster_rows, batch_id)
+        if self.exporter is not None:
+            self.exporter.update_brokers(broker_rows.to_pylist())
+            self.exporter.update_clusters(cluster_rows.to_pylist())
+            self.exporter.update_staleness(cfg.stale_after_intervals * cfg.scrape_interval_seconds)
+
+
+class ProgressListener(StreamingQueryListener):
+    """Prints one line per micro-batch and feeds the pipeline-health series."""
+
+    def __init__(self, processor: BatchProcessor, exporter: Exporter | None,
+                 lag: Callable[[dict[str, Any]], int | None],
+                 printer: Callable[[str], None] | None = print) -> None:
+        self.processor = processor
+        self.exporter = exporter
+        self.lag = lag
+        self.printer = printer
+
+    def onQueryStarted(self, event: Any) -> None:
+        if self.exporter:
+            self.exporter.pipeline("kafka_health_pipeline_up", 1)
+
+    def onQueryProgress(self, event: Any) -> None:
+        progress = event.progress
+        rows = progress.numInputRows
+        rate = progress.processedRowsPerSecond or 0.0
+        duration = (progress.batchDuration or 0) / 1000.0
+        end = progress.sources[0].endOffset if progress.sources else None
+        lag = self.lag(json.loads(end)) if end else None
+        stats = self.processor.stats
+        if self.exporter:
+            ex = self.exporter
+            ex.pipeline("kafka_health_pipeline_last_batch_timestamp_seconds", time.time())
+            ex.pipeline("kafka_health_pipeline_batch_duration_seconds", duration)
+            ex.pipeline("kafka_health_pipeline_input_rows_per_second", rate)
+            if lag is not None:
+                ex.pipeline("kafka_health_pipeline_source_lag_records", lag)
+            if stats.newest_event is not None:
+                ex.pipeline("kafka_health_pipeline_newest_event_timestamp_seconds",
+                            stats.newest_event.timestamp())
+            ex.count("kafka_health_pipeline_batches_total")
+            ex.count("kafka_health_pipeline_input_records_total", rows)
+        if self.printer and rows:
+            newest = stats.newest_event.strftime("%H:%M:%SZ") if stats.newest_event else "-"
+            self.printer(
+                f"batch {progress.batchId}: {rows} records -> {stats.bronze_rows} samples, "
+                f"{stats.quarantined} quarantined, {rate:,.0f} records/s, {duration:.2f}s, "
+                f"newest event {newest}, source lag {lag if lag is not None else '?'}"
+            )
+
+    def onQueryIdle(self, event: Any) -> None:
+        if self.exporter:
+            self.exporter.pipeline("kafka_health_pipeline_last_batch_timestamp_seconds",
+                                   time.time())
+
+    def onQueryTerminated(self, event: Any) -> None:
+        if self.exporter:
+            self.exporter.pipeline("kafka_health_pipeline_up", 0)
+
+
+def lag_probe(config: Config) -> Callable[[dict[str, Any]], int | None]:
+    """Records between the processed end offsets and the topics' high watermarks."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer: list[Any] = []
+
+    def lag(end: dict[str, dict[str, int]]) -> int | None:
+        try:
+            if not consumer:
+                conf = config.source.client_config()
+                conf.update({"group.id": "kafka-health-lag", "enable.auto.commit": False})
+                consumer.append(Consumer(conf))
+            total = 0
+            for topic, parts in end.items():
+                for partition, offset in parts.items():
+                    _, high = consumer[0].get_watermark_offsets(
+                        TopicPartition(topic, int(partition)), timeout=5, cached=False)
+                    total += max(0, high - offset)
+            return total
+        except Exception as err:  # lag is a diagnostic, never a reason to stop the job
+            LOG.warning("source lag unavailable: %s", err)
+            return None
+
+    return lag
+
+
+def checkpoint_app_id(checkpoint: str) -> str:
+    """A stable id per checkpoint: Delta transactions keyed by it survive restarts, and a
+    fresh checkpoint (batch ids from 0 again) gets a fresh id instead of skipping batches."""
+    marker = Path(checkpoint) / "kafka_health_app_id"
+    if not marker.exists():
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.write_text(f"kafka-health-{uuid.uuid4()}")
+    return marker.read_text().strip()
+
+
+class Job:
+    """The always-on query and its lifecycle: start, wait, stop after the current batch."""
+
+    def __init__(self, config: Config, spark: SparkSession | None = None,
+                 exporter: Exporter | None = None,
+                 printer: Callable[[str], None] | None = print) -> None:
+        self.config = config
+        self.spark = spark or build_spark(config)
+        self.exporter = exporter
+        self.printer = printer
+        self.query: StreamingQuery | None = None
+        self.processor = BatchProcessor(self.spark, config, exporter,
+                                        checkpoint_app_id(config.spark.checkpoint))
+        self._stop = threading.Event()
+
+    def start(self) -> StreamingQuery:
+        records = read_metrics_stream(self.spark, self.config)
+        decoded = decode_stage(records, DecodeContext.from_config(self.config))
+        self.spark.streams.addListener(
+            ProgressListener(self.processor, self.exporter, lag_probe(self.config), self.printer)
+        )
+        self.query = (
+            decoded.writeStream.queryName("kafka_health")
+            .foreachBatch(self.processor)
+            .option("checkpointLocation", self.config.spark.checkpoint)
+            .trigger(processingTime=f"{self.config.spark.trigger_seconds} seconds")
+            .start()
+        )
+        return self.query
+
+    def stop(self, timeout: float = 60.0) -> None:
+        """Stop between batches: interrupting an active trigger can crash the JVM."""
+        query = self.query
+        if query is None or not query.isActive:
+            return
+        deadline = time.monotonic() + timeout
+        while query.status.get("isTriggerActive") and time.monotonic() < deadline:
+            time.sleep(0.1)
+        query.stop()
+
+    def install_signal_handlers(self) -> None:
+        def handle(signum: int, frame: Any) -> None:
+            LOG.info("signal %d: stopping after the current batch", signum)
+            self._stop.set()
+
+        signal.signal(signal.SIGTERM, handle)
+        signal.signal(signal.SIGINT, handle)
+
+    def run_until_stopped(self, poll: float = 0.5) -> int:
+        """Block until a signal or the query ends; returns the process exit code."""
+        query = self.query or self.start()
+        while not self._stop.is_set():
+            if not query.isActive:
+                error = query.exception()
+                if error is not None:
+                    LOG.error("streaming query failed: %s", error)
+                    return 1
+                return 0
+            self._stop.wait(poll)
+        self.stop()
+        return 0
+
+    def request_stop(self) -> None:
+        self._stop.set()

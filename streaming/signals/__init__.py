@@ -1,0 +1,1 @@
+"""Windowed health signals per broker and per cluster, computed from canonical samples."""

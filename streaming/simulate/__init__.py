@@ -1,0 +1,1 @@
+"""A simulated Kafka cluster producing broker metrics with known ground truth."""

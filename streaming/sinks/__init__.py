@@ -1,0 +1,1 @@
+"""Where results go: Delta tables (delta-rs or delta-spark)."""
