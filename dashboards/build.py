@@ -12,8 +12,9 @@ this script produces.
 Metric names come from metrics_schemas/exported_metrics.yaml (the contract); the
 validator in tests/dashboards checks every expression against it.
 
-Thresholds follow the paging/warning semantics of DESIGN.md "Alerts"; the numbers live
-in THRESHOLDS below so they can be aligned with alerts/*.rules.yml in one place.
+Thresholds live in THRESHOLDS below and match alerts/kafka-health.rules.yml:
+tests/dashboards checks that every single-series panel turns non-green exactly where its
+alert fires (change both together).
 """
 
 from __future__ import annotations
