@@ -263,6 +263,7 @@ class Job:
         self.exporter = exporter
         self.printer = printer
         self.query: StreamingQuery | None = None
+        self.listener: ProgressListener | None = None
         self.processor = BatchProcessor(self.spark, config, exporter,
                                         checkpoint_app_id(config.spark.checkpoint))
         self._stop = threading.Event()
@@ -270,9 +271,9 @@ class Job:
     def start(self) -> StreamingQuery:
         records = read_metrics_stream(self.spark, self.config)
         decoded = decode_stage(records, DecodeContext.from_config(self.config))
-        self.spark.streams.addListener(
-            ProgressListener(self.processor, self.exporter, lag_probe(self.config), self.printer)
-        )
+        self.listener = ProgressListener(self.processor, self.exporter,
+                                         lag_probe(self.config), self.printer)
+        self.spark.streams.addListener(self.listener)
         self.query = (
             decoded.writeStream.queryName("kafka_health")
             .foreachBatch(self.processor)
@@ -285,12 +286,14 @@ class Job:
     def stop(self, timeout: float = 60.0) -> None:
         """Stop between batches: interrupting an active trigger can crash the JVM."""
         query = self.query
-        if query is None or not query.isActive:
-            return
-        deadline = time.monotonic() + timeout
-        while query.status.get("isTriggerActive") and time.monotonic() < deadline:
-            time.sleep(0.1)
-        query.stop()
+        if query is not None and query.isActive:
+            deadline = time.monotonic() + timeout
+            while query.status.get("isTriggerActive") and time.monotonic() < deadline:
+                time.sleep(0.1)
+            query.stop()
+        if self.listener is not None:
+            self.spark.streams.removeListener(self.listener)
+            self.listener = None
 
     def install_signal_handlers(self) -> None:
         def handle(signum: int, frame: Any) -> None:

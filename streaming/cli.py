@@ -1,0 +1,259 @@
+"""kafka-health: the command line.
+
+  kafka-health demo                 everything on this machine: broker, simulated cluster, job
+  kafka-health run --config FILE    the production job against your Kafka
+  kafka-health broker               only the embedded broker, until Ctrl-C
+  kafka-health simulate ...         produce a model cluster's metrics to a topic
+  kafka-health check-config FILE    validate a config and print it with secrets masked
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import threading
+import time
+from pathlib import Path
+
+from streaming.config import Config, ConfigError, load_config, redacted
+
+LOG = logging.getLogger("kafka_health")
+
+EPILOG = """\
+Configuration: one YAML file (see deploy/config.example.yaml); any key can be overridden
+from the environment as KAFKA_HEALTH__SECTION__KEY, e.g.
+  KAFKA_HEALTH__SOURCE__BOOTSTRAP_SERVERS=kafka-1:9093
+Secrets (SASL passwords, TLS keys) go under source.secrets as {file: PATH} or {env: NAME}
+and are never logged.
+"""
+
+
+def _add_model_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--cluster", default="demo", help="cluster name (default: demo)")
+    parser.add_argument("--brokers", type=int, default=3, help="broker count (default: 3)")
+    parser.add_argument("--topics", type=int, default=4, help="topics (default: 4)")
+    parser.add_argument("--partitions", type=int, default=6,
+                        help="partitions per topic (default: 6)")
+    parser.add_argument("--replication-factor", type=int, default=3, help="RF (default: 3)")
+    parser.add_argument("--min-isr", type=int, default=2,
+                        help="min.insync.replicas (default: 2)")
+    parser.add_argument("--scrape-interval", type=float, default=5.0,
+                        help="seconds between scrapes of each broker (default: 5)")
+
+
+def _model(args: argparse.Namespace):  # noqa: ANN202 - imported lazily
+    from streaming.simulate.model import ClusterModel
+
+    topics = {f"topic-{i}": args.partitions for i in range(args.topics)}
+    return ClusterModel(args.cluster, list(range(1, args.brokers + 1)), topics,
+                        replication_factor=args.replication_factor, min_isr=args.min_isr)
+
+
+def demo_events(brokers: int, period: float = 300.0):  # noqa: ANN201
+    """A fault cycle so the demo shows something: one follower down, then a second, then back."""
+    from streaming.simulate.runner import Event
+
+    if brokers < 3:
+        return []
+    events = []
+    for cycle in range(288):  # a day of cycles
+        base = cycle * period
+        events += [
+            Event(base + 60, lambda m: m.broker_down(brokers), f"broker {brokers} down"),
+            Event(base + 120, lambda m: m.broker_down(brokers - 1),
+                  f"broker {brokers - 1} down (under-min-ISR)"),
+            Event(base + 210, lambda m: m.broker_up(brokers - 1), f"broker {brokers - 1} up"),
+            Event(base + 240, lambda m: m.broker_up(brokers), f"broker {brokers} up"),
+        ]
+    return events
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from streaming.broker import EmbeddedBroker, create_topic
+    from streaming.exporter import Exporter
+    from streaming.job import Job
+    from streaming.simulate.runner import Simulator
+
+    data = Path(args.data_dir).resolve()
+    data.mkdir(parents=True, exist_ok=True)
+    broker = EmbeddedBroker(port=args.broker_port, log_path=data / "broker.log").start()
+    stop = threading.Event()
+    try:
+        create_topic(broker.bootstrap, args.topic, partitions=3)
+        config = load_config(args.config, environ={
+            **_env_without_overrides(),
+            "KAFKA_HEALTH__SOURCE__BOOTSTRAP_SERVERS": broker.bootstrap,
+            "KAFKA_HEALTH__SOURCE__TOPICS": json.dumps([{"name": args.topic,
+                                                         "format": "jolokia"}]),
+            "KAFKA_HEALTH__SOURCE__EMBEDDED_BROKER": "true",
+            "KAFKA_HEALTH__SPARK__CHECKPOINT": str(data / "checkpoint"),
+            "KAFKA_HEALTH__DELTA__PATH": str(data / "delta"),
+            "KAFKA_HEALTH__EXPORTER__PORT": str(args.metrics_port),
+            "KAFKA_HEALTH__SIGNALS__SCRAPE_INTERVAL_SECONDS": str(args.scrape_interval),
+        })
+        model = _model(args)
+        simulator = Simulator(model, broker.bootstrap, args.topic,
+                              scrape_interval=args.scrape_interval)
+        sim_thread = threading.Thread(
+            target=simulator.run, name="simulator", daemon=True,
+            kwargs={"duration": args.duration or 10**9, "realtime": True,
+                    "events": demo_events(args.brokers), "stop": stop.is_set},
+        )
+        exporter = Exporter()
+        exporter.start(config.exporter.bind, config.exporter.port)
+        job = Job(config, exporter=exporter, printer=lambda line: print(
+            f"{line} | truth under-min-ISR: {_truth_line(model)}", flush=True))
+        job.install_signal_handlers()
+        sim_thread.start()
+        job.start()
+        print(f"""
+kafka-health demo running (Ctrl-C stops everything)
+  broker     {broker.bootstrap} (embedded Tansu), topic {args.topic}
+  simulator  cluster {args.cluster}: {args.brokers} brokers, scrape every {args.scrape_interval}s
+  delta      {config.delta.path}/{{bronze,broker_signals,cluster_signals,quarantine}}
+  metrics    http://{config.exporter.bind}:{config.exporter.port}/metrics
+""", flush=True)
+        if args.duration:
+            threading.Timer(args.duration, job.request_stop).start()
+        code = job.run_until_stopped()
+        return code
+    finally:
+        stop.set()
+        broker.stop()
+
+
+def _truth_line(model) -> str:  # noqa: ANN001
+    values = {b: model.broker_values(b)["UnderMinIsrPartitionCount"] for b in model.brokers}
+    return " ".join(f"b{b}={v}" for b, v in values.items())
+
+
+def _env_without_overrides() -> dict[str, str]:
+    import os
+
+    return dict(os.environ)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from streaming.exporter import Exporter
+    from streaming.job import Job
+
+    config = load_config(args.config)
+    exporter = None
+    if config.exporter.enabled:
+        exporter = Exporter()
+        exporter.start(config.exporter.bind, config.exporter.port)
+    job = Job(config, exporter=exporter)
+    job.install_signal_handlers()
+    job.start()
+    LOG.info("kafka-health running; metrics on %s:%d", config.exporter.bind, config.exporter.port)
+    return job.run_until_stopped()
+
+
+def cmd_broker(args: argparse.Namespace) -> int:
+    from streaming.broker import EmbeddedBroker, create_topic
+
+    with EmbeddedBroker(port=args.port) as broker:
+        for topic in args.topic:
+            create_topic(broker.bootstrap, topic, partitions=args.partitions)
+        print(f"embedded broker on {broker.bootstrap}; Ctrl-C stops it", flush=True)
+        try:
+            while broker.process is not None and broker.process.poll() is None:
+                time.sleep(0.5)
+        except KeyboardInterrupt:
+            pass
+    return 0
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    from streaming.simulate.runner import Simulator
+
+    model = _model(args)
+    start = None if args.realtime else time.time() - args.duration
+    simulator = Simulator(model, args.bootstrap, args.topic, fmt=args.format,
+                          scrape_interval=args.scrape_interval, start=start)
+    produced = simulator.run(args.duration, realtime=args.realtime)
+    if args.truth:
+        simulator.truth.write(args.truth)
+    print(f"produced {produced} samples in {simulator.records} records to {args.topic}")
+    return 0
+
+
+def cmd_check_config(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    print(json.dumps(redacted(config), indent=2, default=str))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kafka-health", description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG,
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    demo = sub.add_parser("demo", help="run everything locally on the embedded default",
+                          description="Start the embedded broker, a simulated cluster with a "
+                          "recurring fault cycle, the streaming job on local Spark, Delta "
+                          "tables under --data-dir and the /metrics endpoint.")
+    demo.add_argument("--config", help="optional YAML to start from (embedded keys win)")
+    demo.add_argument("--data-dir", default="data/demo", help="tables and checkpoint")
+    demo.add_argument("--topic", default="kafka-metrics")
+    demo.add_argument("--broker-port", type=int, default=None,
+                      help="embedded broker port (default: a free one)")
+    demo.add_argument("--metrics-port", type=int, default=9464)
+    demo.add_argument("--duration", type=float, default=None,
+                      help="stop by itself after this many seconds")
+    _add_model_args(demo)
+    demo.set_defaults(func=cmd_demo)
+
+    run = sub.add_parser("run", help="the production job (also under spark-submit)")
+    run.add_argument("--config", required=True, help="YAML config file")
+    run.set_defaults(func=cmd_run)
+
+    broker = sub.add_parser("broker", help="run the embedded broker (Tansu) until Ctrl-C")
+    broker.add_argument("--port", type=int, default=9092)
+    broker.add_argument("--topic", action="append", default=[],
+                        help="create this topic (repeatable)")
+    broker.add_argument("--partitions", type=int, default=3)
+    broker.set_defaults(func=cmd_broker)
+
+    simulate = sub.add_parser("simulate", help="produce a model cluster's broker metrics",
+                              description="Scrape a model cluster every --scrape-interval "
+                              "and produce the scrapes to --topic. Without --realtime, "
+                              "--duration seconds of metrics ending now are produced at once.")
+    simulate.add_argument("--bootstrap", default="127.0.0.1:9092")
+    simulate.add_argument("--topic", default="kafka-metrics")
+    simulate.add_argument("--format", default="jolokia")
+    simulate.add_argument("--duration", type=float, default=300.0,
+                          help="simulated seconds (default: 300)")
+    simulate.add_argument("--realtime", action="store_true",
+                          help="pace scrapes in wall-clock time")
+    simulate.add_argument("--truth", help="write ground truth per window to this JSONL file")
+    _add_model_args(simulate)
+    simulate.set_defaults(func=cmd_simulate)
+
+    check = sub.add_parser("check-config", help="validate a config file")
+    check.add_argument("config")
+    check.set_defaults(func=cmd_check_config)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    try:
+        return args.func(args)
+    except ConfigError as err:
+        print(f"config error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
