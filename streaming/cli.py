@@ -17,7 +17,7 @@ import threading
 import time
 from pathlib import Path
 
-from streaming.config import Config, ConfigError, load_config, redacted
+from streaming.config import ConfigError, load_config, redacted
 
 LOG = logging.getLogger("kafka_health")
 

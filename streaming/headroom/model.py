@@ -322,10 +322,7 @@ def broker_headroom(
     fd_max = fd_ceiling(snapshot.max_fds, non_log, per_partition_fds)
 
     leaders_max = leader_ceiling(config.failover_budget_seconds, config.per_leader_election_seconds)
-    if snapshot.leaders > 0:
-        ratio = snapshot.partitions / snapshot.leaders
-    else:
-        ratio = fallback_partitions_per_leader
+    ratio = snapshot.partitions / snapshot.leaders if snapshot.leaders > 0 else fallback_partitions_per_leader
     ratio = max(1.0, ratio)
     recovery_max = recovery_ceiling(leaders_max, ratio)
 

@@ -1,0 +1,99 @@
+"""Jolokia read responses in their three shapes, and ObjectName parsing."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import orjson
+import pyarrow as pa
+import pytest
+
+from streaming.catalog import load_catalog, parse_object_name
+from streaming.decode.records import DecodeContext, decode_record_batch
+from streaming.schemas import arrow_schema
+
+NOW = datetime.now(UTC).replace(microsecond=0)
+
+
+def records(*values: bytes, key: bytes | None = b"prod/7") -> pa.RecordBatch:
+    n = len(values)
+    return pa.RecordBatch.from_pydict({
+        "key": [key] * n, "value": list(values), "topic": ["m"] * n, "partition": [0] * n,
+        "offset": list(range(n)), "timestamp": [NOW] * n, "timestampType": [0] * n,
+    }, schema=arrow_schema("kafka_records"))
+
+
+def decode(*docs) -> list[dict]:
+    values = [d if isinstance(d, bytes) else orjson.dumps(d) for d in docs]
+    return decode_record_batch(records(*values), DecodeContext()).to_pylist()
+
+
+def test_object_name_with_quoted_values():
+    domain, props = parse_object_name('kafka.log:type=Log,name=Size,topic="a,b",partition=0')
+    assert domain == "kafka.log"
+    assert props == {"type": "Log", "name": "Size", "topic": "a,b", "partition": "0"}
+    with pytest.raises(ValueError):
+        parse_object_name("no-colon-here")
+
+
+def test_three_response_shapes_decode_to_canonical_samples():
+    ts = int(NOW.timestamp())
+    rows = decode([
+        {"request": {"mbean": "kafka.server:type=ReplicaManager,name=UnderMinIsrPartitionCount",
+                     "type": "read"}, "value": {"Value": 2}, "timestamp": ts, "status": 200},
+        {"request": {"mbean": "java.lang:type=OperatingSystem",
+                     "attribute": "OpenFileDescriptorCount", "type": "read"},
+         "value": 1234, "timestamp": ts, "status": 200},
+        {"request": {"mbean": "kafka.server:type=ReplicaManager,name=*", "type": "read"},
+         "value": {"kafka.server:name=IsrShrinksPerSec,type=ReplicaManager":
+                   {"Count": 5, "OneMinuteRate": 0.1, "RateUnit": "SECONDS"}},
+         "timestamp": ts, "status": 200},
+        {"request": {"mbean": "kafka.server:type=Nope", "type": "read"}, "error": "x",
+         "status": 404},
+    ])
+    by_metric = {(r["metric"], r["attribute"]): r for r in rows}
+    assert by_metric[("UnderMinIsrPartitionCount", "Value")]["value"] == 2.0
+    assert by_metric[("OpenFileDescriptorCount", "Value")]["value"] == 1234.0
+    assert by_metric[("IsrShrinksPerSec", "Count")]["kind"] == "counter"
+    assert by_metric[("IsrShrinksPerSec", "OneMinuteRate")]["kind"] == "gauge"
+    assert len(rows) == 4  # RateUnit is not a number; the 404 entry has nothing to read
+    assert {(r["cluster"], r["broker"]) for r in rows} == {("prod", "7")}
+    assert all(r["ts"] == NOW for r in rows)
+
+
+def test_unknown_mbean_is_kept_with_its_raw_name():
+    rows = decode({"request": {"mbean": "kafka.server:type=Custom,name=Thing", "type": "read"},
+                   "value": {"Value": 1}, "timestamp": int(NOW.timestamp()), "status": 200})
+    assert rows[0]["metric"] is None
+    assert dict(rows[0]["labels"])["raw_name"] == "kafka.server:type=Custom,name=Thing"
+
+
+def test_bad_samples_are_quarantined_once_per_record_and_good_ones_kept():
+    ts = int(NOW.timestamp())
+    rows = decode(
+        b"\x00\x01 not json",
+        [{"request": {"mbean": "kafka.server:type=ReplicaManager,name=IsrShrinksPerSec",
+                      "type": "read"}, "value": {"Count": -3}, "timestamp": ts, "status": 200},
+         {"request": {"mbean": "kafka.server:type=ReplicaManager,name=LeaderCount",
+                      "type": "read"}, "value": {"Value": 10}, "timestamp": ts, "status": 200}],
+        {"request": {"mbean": "kafka.server:type=ReplicaManager,name=LeaderCount",
+                     "type": "read"}, "value": {"Value": 1}, "timestamp": ts + 10**6,
+         "status": 200},
+    )
+    rejects = [r for r in rows if r["reject_reason"]]
+    good = [r for r in rows if not r["reject_reason"]]
+    assert [r["reject_reason"].split(":")[0] for r in rejects] == [
+        "not_json", "negative_counter", "timestamp_skew"]
+    assert [r["source_offset"] for r in rejects] == [0, 1, 2]
+    assert rejects[0]["raw"] == b"\x00\x01 not json"
+    assert [(r["metric"], r["value"]) for r in good] == [("LeaderCount", 10.0)]
+    assert catalog_has_every_simulated_metric()
+
+
+def catalog_has_every_simulated_metric() -> bool:
+    from streaming.simulate.model import ClusterModel
+    from streaming.simulate.samples import broker_samples
+
+    model = ClusterModel("c", [1, 2, 3], {"t": 3})
+    names = {s.metric for s in broker_samples(model, 1, 15)}
+    return names <= set(load_catalog().metrics)
