@@ -20,17 +20,29 @@ import pyarrow as pa
 
 from streaming.catalog import Catalog, load_catalog
 from streaming.config import Config, IdentityConfig
-from streaming.decode import jolokia
+from streaming.decode import jolokia, otlp, prometheus, telegraf
 from streaming.decode.common import DecodeError, Observation, Rejected
 from streaming.schemas import decoded_arrow_schema
 
-DECODERS: dict[str, ModuleType] = {"jolokia": jolokia}
+# Detection tries these in order; their looks_like() are mutually exclusive by construction
+# (request / labels+value / resourceMetrics / fields), so the order only matters for speed.
+DECODERS: dict[str, ModuleType] = {
+    "jolokia": jolokia,
+    "prometheus": prometheus,
+    "otlp": otlp,
+    "telegraf": telegraf,
+}
 RAW_KEEP_BYTES = 1 << 20  # quarantined payloads above 1 MiB keep their head only
 DROP_LABELS = ("job", "__name__")
 
 
 def register_decoder(name: str, module: ModuleType) -> None:
-    """Formats plug in here; each module has decode(doc, catalog) and looks_like(doc)."""
+    """Formats plug in here; each module has decode(doc, catalog) and looks_like(doc).
+
+    decode() returns (observations, record hints). An observation may carry its own
+    `hints` (OTLP: the attributes of its resource) that replace the record's, and a decoder
+    may put a `Rejected` in the list for one bad data point (the record's good samples stay).
+    """
     DECODERS[name] = module
 
 
@@ -215,9 +227,15 @@ def decode_record_batch(
         key_groups = resolver.key_groups(key)
         rejected: list[Rejected] = []
         for obs in observations:
+            obs_hints = hints
+            if obs.__class__ is not Observation:
+                if isinstance(obs, Rejected):
+                    rejected.append(obs)
+                    continue
+                obs_hints = getattr(obs, "hints", hints)
             bad = _check(obs, record_ts, ctx.max_skew_seconds)
             if bad is None:
-                cluster, broker = resolver.resolve(obs.labels, hints, key_groups, topic)
+                cluster, broker = resolver.resolve(obs.labels, obs_hints, key_groups, topic)
                 if broker is None:
                     bad = Rejected("no_broker_identity", obs.metric or obs.raw_name or "?")
             if bad is not None:

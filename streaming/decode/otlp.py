@@ -1,0 +1,198 @@
+"""OTLP JSON metrics (OTel Collector kafka exporter, `encoding: otlp_json`) -> observations.
+
+Layout (opentelemetry-proto, JSON mapping): resourceMetrics[].resource.attributes and
+scopeMetrics[].metrics[], each metric one of gauge / sum / histogram / summary with
+dataPoints[]; int64 values (`asInt`) and times (`timeUnixNano`) are JSON strings, attribute
+values are {stringValue | intValue | doubleValue | boolValue | arrayValue | kvlistValue}.
+
+- Resource attributes are identity hints (host.name, service.instance.id, a cluster
+  attribute, ...). One message may hold several resources (one per scraped broker), so every
+  observation carries its own resource's attributes as hints; they never become labels, so
+  process.pid, telemetry.sdk.* and the like do not split series.
+- Data point attributes are labels; the catalog's matchers (e.g. operation=shrink on
+  kafka.isr.operation.count) are consumed.
+- The catalog, not the OTLP instrument, says what a value is: the Java agent writes
+  kafka.isr.operation.count as an updowncounter (a non-monotonic sum) although it is the
+  meter's cumulative Count, and it is decoded as a counter.
+- Temporality: cumulative sums are decoded as they are (a monotonic cumulative sum is the
+  meter Count). Delta sums carry the increase since the previous export, which can only be
+  turned into a Count by a stateful accumulator per series that survives restarts and
+  partition moves; a stateless decoder would invent counter resets. So delta (and
+  unspecified) temporality points are quarantined with reason `unsupported_temporality`:
+  configure the collector pipeline to keep cumulative temporality (the JMX receivers'
+  default; do not add cumulativetodelta). Gauges in the same message are still decoded.
+- A point flagged FLAG_NO_RECORDED_VALUE (OTLP's staleness marker) is skipped, like a
+  Jolokia entry with an error status: no value, so no sample and no false zero.
+- Histograms and summaries are not in the catalog; their count and sum are kept as
+  unknown observations (metric = null, raw_name, attribute Count / Sum).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from streaming.catalog import Catalog
+from streaming.decode.common import DecodeError, Observation, Rejected
+
+TEMPORALITY_DELTA = {1, "AGGREGATION_TEMPORALITY_DELTA"}
+TEMPORALITY_CUMULATIVE = {2, "AGGREGATION_TEMPORALITY_CUMULATIVE"}
+FLAG_NO_RECORDED_VALUE = 1
+
+
+@dataclass(slots=True)
+class ResourceObservation(Observation):
+    """An observation with its own identity hints (its resource's attributes)."""
+
+    hints: dict[str, str] = field(default_factory=dict)
+
+
+def _any_value(value: Any) -> str:
+    if not isinstance(value, dict):
+        raise DecodeError("wrong_type", "an attribute value must be an AnyValue object")
+    for key in ("stringValue", "intValue", "boolValue", "doubleValue", "bytesValue"):
+        if key in value:
+            raw = value[key]
+            if key == "boolValue":
+                return "true" if raw else "false"
+            return str(raw)
+    if "arrayValue" in value or "kvlistValue" in value:
+        return orjson.dumps(value).decode()
+    return ""
+
+
+def _attributes(items: Any, where: str) -> dict[str, str]:
+    if items is None:
+        return {}
+    if not isinstance(items, list):
+        raise DecodeError("wrong_type", f"{where}.attributes must be a list")
+    out: dict[str, str] = {}
+    for item in items:
+        if not isinstance(item, dict) or not isinstance(item.get("key"), str):
+            raise DecodeError("wrong_type", f"{where}.attributes entries need a string key")
+        out[item["key"]] = _any_value(item.get("value", {}))
+    return out
+
+
+def _number(raw: Any, what: str, integer: bool = False) -> float:
+    if isinstance(raw, bool):
+        raise DecodeError("wrong_type", f"{what} is a boolean")
+    if isinstance(raw, int | float):
+        return float(raw)
+    if isinstance(raw, str):
+        try:
+            return float(int(raw)) if integer else float(raw)  # "NaN", "Infinity" as doubles
+        except (ValueError, OverflowError) as err:
+            raise DecodeError("wrong_type", f"{what} {raw[:40]!r} is not a number") from err
+    raise DecodeError("wrong_type", f"{what} must be a number or a numeric string")
+
+
+def _time(point: dict[str, Any]) -> float | None:
+    raw = point.get("timeUnixNano")
+    if raw is None:
+        return None
+    nanos = _number(raw, "timeUnixNano", integer=True)  # int64 as a string
+    return nanos / 1e9 if nanos else None
+
+
+def _points(metric: dict[str, Any], kind: str) -> list[Any]:
+    body = metric[kind]
+    if not isinstance(body, dict):
+        raise DecodeError("wrong_type", f"{kind} must be an object")
+    points = body.get("dataPoints") or []
+    if not isinstance(points, list):
+        raise DecodeError("wrong_type", f"{kind}.dataPoints must be a list")
+    return points
+
+
+def _metric_observations(catalog: Catalog, metric: Any, hints: dict[str, str],
+                         out: list[Any]) -> None:
+    if not isinstance(metric, dict) or not isinstance(metric.get("name"), str):
+        raise DecodeError("missing_field", "metrics[].name")
+    name = metric["name"]
+    if "gauge" in metric:
+        kind, delta = "gauge", False
+    elif "sum" in metric:
+        kind = "sum"
+        temporality = metric["sum"].get("aggregationTemporality") if isinstance(
+            metric["sum"], dict) else None
+        delta = temporality not in TEMPORALITY_CUMULATIVE
+    elif "histogram" in metric or "summary" in metric:
+        kind = "histogram" if "histogram" in metric else "summary"
+        for point in _points(metric, kind):
+            if not isinstance(point, dict):
+                raise DecodeError("wrong_type", "a data point must be an object")
+            labels = {**_attributes(point.get("attributes"), name), "raw_name": name}
+            ts = _time(point)
+            for attribute, key in (("Count", "count"), ("Sum", "sum")):
+                if key in point:
+                    out.append(ResourceObservation(
+                        ts, None, attribute, _number(point[key], key, integer=key == "count"),
+                        "gauge", dict(labels), name, hints))
+        return
+    else:
+        return  # exponentialHistogram and future types: nothing the catalog knows
+    for point in _points(metric, kind):
+        if not isinstance(point, dict):
+            raise DecodeError("wrong_type", "a data point must be an object")
+        flags = point.get("flags")
+        if isinstance(flags, int) and flags & FLAG_NO_RECORDED_VALUE:
+            continue
+        if delta:
+            out.append(Rejected("unsupported_temporality",
+                                f"{name}: delta/unspecified sums cannot become cumulative counts"))
+            continue
+        if "asInt" in point:
+            value = _number(point["asInt"], "asInt", integer=True)
+        elif "asDouble" in point:
+            value = _number(point["asDouble"], "asDouble")
+        else:
+            out.append(Rejected("missing_field", f"{name}: data point without asInt/asDouble"))
+            continue
+        labels = _attributes(point.get("attributes"), name)
+        ts = _time(point)
+        found = catalog.from_otel(name, labels)
+        if found is None:
+            labels["raw_name"] = name
+            out.append(ResourceObservation(ts, None, "Value", value, "gauge", labels, name, hints))
+            continue
+        metric_def, attribute, consumed = found
+        for key in consumed:
+            labels.pop(key, None)
+        out.append(ResourceObservation(ts, metric_def.name, attribute, value,
+                                       metric_def.sample_kind(attribute), labels, None, hints))
+
+
+def decode(doc: Any, catalog: Catalog) -> tuple[list[Any], dict[str, str]]:
+    """Observations (and per-point Rejected) of one ExportMetricsServiceRequest."""
+    if not isinstance(doc, dict):
+        raise DecodeError("wrong_type", "an OTLP metrics message must be an object")
+    resources = doc.get("resourceMetrics")
+    if not isinstance(resources, list):
+        raise DecodeError("missing_field", "resourceMetrics")
+    out: list[Any] = []
+    for resource_metrics in resources:
+        if not isinstance(resource_metrics, dict):
+            raise DecodeError("wrong_type", "resourceMetrics entries must be objects")
+        resource = resource_metrics.get("resource") or {}
+        if not isinstance(resource, dict):
+            raise DecodeError("wrong_type", "resource must be an object")
+        hints = _attributes(resource.get("attributes"), "resource")
+        scopes = resource_metrics.get("scopeMetrics") or []
+        if not isinstance(scopes, list):
+            raise DecodeError("wrong_type", "scopeMetrics must be a list")
+        for scope in scopes:
+            if not isinstance(scope, dict):
+                raise DecodeError("wrong_type", "scopeMetrics entries must be objects")
+            metrics = scope.get("metrics") or []
+            if not isinstance(metrics, list):
+                raise DecodeError("wrong_type", "metrics must be a list")
+            for metric in metrics:
+                _metric_observations(catalog, metric, hints, out)
+    return out, {}
+
+
+def looks_like(doc: Any) -> bool:
+    return isinstance(doc, dict) and "resourceMetrics" in doc and "request" not in doc

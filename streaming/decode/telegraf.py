@@ -1,0 +1,98 @@
+"""Telegraf JSON serializer output (jolokia2_agent input) -> observations.
+
+Layout (Telegraf `data_format = "json"`): one metric per message
+
+    {"name": "kafka_replica_manager", "tags": {"host": "kafka-1", "jolokia_agent_url": ...},
+     "fields": {"UnderMinIsrPartitionCount.Value": 0, "IsrShrinksPerSec.Count": 12, ...},
+     "timestamp": 1714564800}
+
+or the batch form {"metrics": [ ... ]} (json_batch / batch output).
+
+- (measurement, field) is looked up in the catalog (jolokia2 layout: `field_prefix = "$1."`
+  gives "<MBean name>.<attribute>"); unknown fields are kept with metric = null and
+  raw_name "<measurement>/<field>". String and boolean fields are not metrics and are skipped.
+- Tags are labels; identity tags (host, jolokia_agent_url, cluster, ...) are resolved and
+  stripped by records.py.
+- `timestamp` is in `json_timestamp_units` (default 1s). Other units are recognised by
+  magnitude: above 1e11 milliseconds, above 1e14 microseconds, above 1e17 nanoseconds.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from streaming.catalog import Catalog
+from streaming.decode.common import DecodeError, Observation
+
+
+def _seconds(raw: Any) -> float:
+    if isinstance(raw, bool) or not isinstance(raw, int | float):
+        raise DecodeError("wrong_type", "timestamp must be a number (epoch, json_timestamp_units)")
+    ts = float(raw)
+    if not math.isfinite(ts):
+        raise DecodeError("wrong_type", "timestamp is not finite")
+    magnitude = abs(ts)
+    if magnitude > 1e17:
+        return ts / 1e9
+    if magnitude > 1e14:
+        return ts / 1e6
+    if magnitude > 1e11:
+        return ts / 1e3
+    return ts
+
+
+def _metric(catalog: Catalog, doc: Any) -> list[Observation]:
+    if not isinstance(doc, dict):
+        raise DecodeError("wrong_type", "a Telegraf metric must be an object")
+    name = doc.get("name")
+    if not isinstance(name, str) or not name:
+        raise DecodeError("missing_field", "name")
+    fields = doc.get("fields")
+    if not isinstance(fields, dict):
+        raise DecodeError("missing_field" if fields is None else "wrong_type", "fields (object)")
+    tags = doc.get("tags")
+    if tags is None:
+        tags = {}
+    elif not isinstance(tags, dict) or not all(isinstance(v, str) for v in tags.values()):
+        raise DecodeError("wrong_type", "tags must be an object of strings")
+    if "timestamp" not in doc:
+        raise DecodeError("missing_field", "timestamp")
+    ts = _seconds(doc["timestamp"])
+    out = []
+    for field_name, raw in fields.items():
+        if isinstance(raw, bool) or not isinstance(raw, int | float):
+            continue
+        value = float(raw)
+        found = catalog.from_telegraf(name, field_name)
+        if found is None:
+            raw_name = f"{name}/{field_name}"
+            out.append(Observation(ts, None, "Value", value, "gauge",
+                                   {**tags, "raw_name": raw_name}, raw_name=raw_name))
+            continue
+        metric, attribute = found
+        out.append(Observation(ts, metric.name, attribute, value, metric.sample_kind(attribute),
+                               dict(tags)))
+    return out
+
+
+def decode(doc: Any, catalog: Catalog) -> tuple[list[Observation], dict[str, str]]:
+    if isinstance(doc, dict) and "metrics" in doc and "fields" not in doc:
+        metrics = doc["metrics"]
+        if not isinstance(metrics, list):
+            raise DecodeError("wrong_type", "metrics must be a list")
+        out: list[Observation] = []
+        for item in metrics:
+            out.extend(_metric(catalog, item))
+        return out, {}
+    return _metric(catalog, doc), {}
+
+
+def looks_like(doc: Any) -> bool:
+    if not isinstance(doc, dict):
+        return False
+    if "fields" in doc:
+        return "request" not in doc and "resourceMetrics" not in doc and "labels" not in doc
+    metrics = doc.get("metrics")
+    return (isinstance(metrics, list) and bool(metrics) and isinstance(metrics[0], dict)
+            and "fields" in metrics[0])
