@@ -35,11 +35,11 @@ def parse_timestamp(text: str) -> float:
     """RFC 3339 -> epoch seconds; a time without offset is UTC."""
     try:
         parsed = datetime.fromisoformat(text)
-    except ValueError as err:
+        if parsed.tzinfo is None:
+            parsed = parsed.replace(tzinfo=UTC)
+        return parsed.timestamp()
+    except (ValueError, OverflowError) as err:
         raise DecodeError("bad_timestamp", f"not RFC 3339: {text[:60]!r}") from err
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
-    return parsed.timestamp()
 
 
 def parse_value(text: Any) -> float:

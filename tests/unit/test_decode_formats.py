@@ -1,0 +1,398 @@
+"""Every transport decodes to the same canonical samples as Jolokia, for what it carries.
+
+The simulator's encoders write one model state in each format (and each Prometheus naming
+scheme); decode_record_batch must give the same (metric, attribute, labels, value, cluster,
+broker, ts) as the Jolokia encoding of that state, restricted to the (metric, attribute)
+pairs the catalog names for that format. Metrics a format cannot carry must not appear at all
+(no data, never a false zero).
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime
+
+import orjson
+import pyarrow as pa
+import pytest
+
+from streaming.catalog import load_catalog
+from streaming.decode.records import DECODERS, DecodeContext, decode_record_batch
+from streaming.schemas import arrow_schema
+from streaming.simulate.formats import ENCODERS, OTEL_SOURCES, PROMETHEUS_SCHEMES
+from streaming.simulate.model import ClusterModel
+from streaming.simulate.samples import broker_samples
+
+T0 = 1_714_564_800.0
+CTX = DecodeContext()
+
+
+def records(messages: list[tuple[bytes | None, bytes]], ts: float = T0,
+            topic: str = "kafka-metrics") -> pa.RecordBatch:
+    when = datetime.fromtimestamp(ts, UTC)
+    n = len(messages)
+    return pa.RecordBatch.from_pydict({
+        "key": [k for k, _ in messages], "value": [v for _, v in messages],
+        "topic": [topic] * n, "partition": [0] * n, "offset": list(range(n)),
+        "timestamp": [when] * n, "timestampType": [0] * n,
+    }, schema=arrow_schema("kafka_records"))
+
+
+def canonical(batch: pa.RecordBatch) -> list[tuple]:
+    rows = []
+    for r in batch.to_pylist():
+        if r["reject_reason"] is None:
+            rows.append((r["metric"], r["attribute"], tuple(sorted(r["labels"])), r["value"],
+                         r["cluster"], r["broker"], r["ts"]))
+    return sorted(rows, key=repr)
+
+
+def rejects(batch: pa.RecordBatch) -> list[str]:
+    return [r for r in batch.column("reject_reason").to_pylist() if r is not None]
+
+
+def decode(messages, **kw) -> pa.RecordBatch:
+    return decode_record_batch(records(messages, **kw), CTX)
+
+
+def carried(fmt: str) -> set[tuple[str, str]]:
+    """(metric, attribute) pairs the catalog names for a format; quantiles as '*Percentile'."""
+    catalog = load_catalog()
+    if fmt.startswith("prometheus-"):
+        scheme = fmt.removeprefix("prometheus-")
+        entries = [e for e in catalog.prometheus if scheme in e.tags]
+    elif fmt in OTEL_SOURCES:
+        entries = [e for e in catalog.otel if OTEL_SOURCES[fmt] in e.tags]
+    else:
+        entries = catalog.telegraf
+    return {(e.metric.name, e.attribute or "*Percentile") for e in entries}
+
+
+def eventful_model() -> ClusterModel:
+    model = ClusterModel("prod-eu", [1, 2, 3, 4], {"orders": 12, "payments": 6})
+    model.isr_flap(3, count=2)
+    model.broker_down(2)
+    model.broker_down(4)
+    model.unclean_election()
+    model.saturate(1, request_queue=420, handler_idle=0.07, network_idle=1.0025)
+    model.brokers[3].response_queue = 17
+    return model
+
+
+def scrape(model: ClusterModel, fmt: str, ts: float) -> list[tuple[bytes | None, bytes]]:
+    messages = []
+    for broker_id, state in model.brokers.items():
+        if state.up:
+            samples = broker_samples(model, broker_id, 15.0)
+            messages += ENCODERS[fmt](model.name, broker_id, ts, samples)
+    return messages
+
+
+OTHER_FORMATS = [f for f in ENCODERS if f != "jolokia"]
+
+
+def test_every_format_and_scheme_has_an_encoder():
+    assert {f"prometheus-{s}" for s in PROMETHEUS_SCHEMES} <= set(ENCODERS)
+    assert {"otlp", "otlp-javaagent", "telegraf", "telegraf-batch"} <= set(ENCODERS)
+    assert {"jolokia", "prometheus", "otlp", "telegraf"} <= set(DECODERS)
+
+
+@pytest.mark.parametrize("fmt", OTHER_FORMATS)
+def test_same_canonical_samples_as_jolokia(fmt):
+    # Two scrapes of the same evolving state: each format sees exactly the same samples
+    # (meters advance between scrapes, RequestHandlerAvgIdlePercent Count accumulates).
+    base, other = eventful_model(), eventful_model()
+    expected, got = [], []
+    for step in range(2):
+        ts = T0 + 15 * step
+        jolokia_batch = decode(scrape(base, "jolokia", ts), ts=ts)
+        format_batch = decode(scrape(other, fmt, ts), ts=ts)
+        assert rejects(jolokia_batch) == [] and rejects(format_batch) == []
+        expected += canonical(jolokia_batch)
+        got += canonical(format_batch)
+    pairs = carried(fmt)
+    restricted = [r for r in expected
+                  if (r[0], r[1]) in pairs
+                  or (r[1].endswith("thPercentile") and (r[0], "*Percentile") in pairs)]
+    assert restricted, f"{fmt} carries none of the simulated samples"
+    assert sorted(got, key=repr) == sorted(restricted, key=repr)
+    # nothing the format cannot carry shows up, not even as a zero
+    assert {(r[0], r[1]) for r in got} <= {(r[0], r[1]) for r in restricted}
+    assert all(r[4] == "prod-eu" and r[5] in {"1", "3"} for r in got)
+
+
+def test_formats_cover_the_paging_signals_where_their_exporters_do():
+    must = {"UnderReplicatedPartitions", "OfflinePartitionsCount", "ActiveControllerCount",
+            "IsrShrinksPerSec", "IsrExpandsPerSec", "UncleanLeaderElectionsPerSec",
+            "PartitionCount"}
+    for fmt in OTHER_FORMATS:
+        metrics = {m for m, _ in carried(fmt)}
+        assert must <= metrics, (fmt, must - metrics)
+        if fmt.startswith("otlp"):  # OTel's kafka target has none of these
+            assert not metrics & {"UnderMinIsrPartitionCount", "RequestHandlerAvgIdlePercent",
+                                  "OpenFileDescriptorCount", "NetworkProcessorAvgIdlePercent"}
+        else:
+            assert "UnderMinIsrPartitionCount" in metrics
+
+
+@pytest.mark.parametrize("fmt", OTHER_FORMATS)
+def test_autodetection_is_unambiguous(fmt):
+    model = eventful_model()
+    for _, value in scrape(model, fmt, T0):
+        doc = orjson.loads(value)
+        matching = [name for name, module in DECODERS.items() if module.looks_like(doc)]
+        assert matching == [fmt.split("-")[0]]
+
+
+def test_jolokia_is_detected_only_as_jolokia():
+    doc = orjson.loads(scrape(eventful_model(), "jolokia", T0)[0][1])
+    assert [n for n, m in DECODERS.items() if m.looks_like(doc)] == ["jolokia"]
+
+
+# ---- Prometheus specifics -------------------------------------------------------------
+
+def adapter(name: str, value: str, /, ts: str = "2024-05-01T12:00:00Z", **labels) -> tuple:
+    labels = {"__name__": name, "instance": "kafka-7:9404", "job": "kafka",
+              "cluster": "c", **labels}
+    return (None, orjson.dumps({"timestamp": ts, "value": value, "name": name,
+                                "labels": labels}))
+
+
+def one(batch: pa.RecordBatch) -> dict:
+    rows = batch.to_pylist()
+    assert len(rows) == 1, rows
+    return rows[0]
+
+
+# Lines copied verbatim from shared/references/scrapes/jmx_prometheus_httpserver-0.6_kafka-
+# broker_2017.prom (jmx_exporter default name-label naming).
+SCRAPE_2017 = [
+    ('kafka_server_replicamanager_value', {"name": "PartitionCount"}, "51.0",
+     ("PartitionCount", "Value", 51.0)),
+    ('kafka_server_replicamanager_value', {"name": "UnderReplicatedPartitions"}, "0.0",
+     ("UnderReplicatedPartitions", "Value", 0.0)),
+    ('kafka_controller_kafkacontroller_value', {"name": "ActiveControllerCount"}, "1.0",
+     ("ActiveControllerCount", "Value", 1.0)),
+    ('kafka_server_kafkarequesthandlerpool_oneminuterate',
+     {"name": "RequestHandlerAvgIdlePercent"}, "0.9996590142663573",
+     ("RequestHandlerAvgIdlePercent", "OneMinuteRate", 0.9996590142663573)),
+    ('kafka_network_socketserver_value', {"name": "NetworkProcessorAvgIdlePercent"},
+     "1.0024901782565627", ("NetworkProcessorAvgIdlePercent", "Value", 1.0024901782565627)),
+    ('kafka_controller_controllerstats_oneminuterate', {"name": "UncleanLeaderElectionsPerSec"},
+     "0.0", ("UncleanLeaderElectionsPerSec", "OneMinuteRate", 0.0)),
+    ('java_lang_operatingsystem_openfiledescriptorcount', {}, "186.0",
+     ("OpenFileDescriptorCount", "Value", 186.0)),
+    ('java_lang_operatingsystem_maxfiledescriptorcount', {}, "1048576.0",
+     ("MaxFileDescriptorCount", "Value", 1048576.0)),
+]
+
+
+@pytest.mark.parametrize("name,labels,value,expected", SCRAPE_2017)
+def test_name_label_style_from_a_real_scrape(name, labels, value, expected):
+    row = one(decode([adapter(name, value, **labels)]))
+    assert (row["metric"], row["attribute"], row["value"]) == expected
+    assert dict(row["labels"]) == {}  # the `name` matcher is consumed, identity stripped
+    assert (row["cluster"], row["broker"]) == ("c", "7")
+    assert row["kind"] == "gauge" and row["source_format"] == "prometheus"
+
+
+def test_name_label_style_keeps_other_labels_and_unknown_names():
+    row = one(decode([adapter("kafka_log_log_value", "3", name="NumLogSegments",
+                              topic="orders", partition="4")]))
+    assert (row["metric"], dict(row["labels"])) == (
+        "NumLogSegments", {"topic": "orders", "partition": "4"})
+    row = one(decode([adapter("kafka_log_log_value", "0", name="LogEndOffset",
+                              topic="orders", partition="4")]))
+    assert row["metric"] is None
+    assert dict(row["labels"])["raw_name"] == "kafka_log_log_value"
+    assert dict(row["labels"])["name"] == "LogEndOffset"
+
+
+def test_strimzi_meanrate_trap():
+    # Strimzi/upstream write the lifetime MeanRate of RequestHandlerAvgIdlePercent as *_percent.
+    row = one(decode([adapter("kafka_server_kafkarequesthandlerpool_requesthandleravgidle_percent",
+                              "0.93")]))
+    assert (row["metric"], row["attribute"], row["kind"]) == (
+        "RequestHandlerAvgIdlePercent", "MeanRate", "gauge")
+    # ...while the Count (idle ns per thread) they export too is the one to derive a rate from.
+    row = one(decode([adapter(
+        "kafka_server_kafkarequesthandlerpool_requesthandleravgidlepercent_count", "8.1e12")]))
+    assert (row["metric"], row["attribute"], row["kind"]) == (
+        "RequestHandlerAvgIdlePercent", "Count", "counter")
+    # A Strimzi percent *gauge* is the real value.
+    row = one(decode([adapter("kafka_network_socketserver_networkprocessoravgidle_percent",
+                              "0.41")]))
+    assert (row["metric"], row["attribute"]) == ("NetworkProcessorAvgIdlePercent", "Value")
+
+
+def test_ambiguous_total_name_stays_unknown():
+    name = "kafka_server_kafkarequesthandlerpool_requesthandleravgidlepercent_total"
+    assert name in load_catalog().ambiguous_prometheus_names
+    row = one(decode([adapter(name, "0.5")]))
+    assert row["metric"] is None and dict(row["labels"])["raw_name"] == name
+
+
+def test_confluent_persec_name_is_a_count_not_a_rate():
+    row = one(decode([adapter("kafka_server_replicamanager_isrshrinkspersec", "42")]))
+    assert (row["metric"], row["attribute"], row["kind"]) == ("IsrShrinksPerSec", "Count",
+                                                              "counter")
+
+
+def test_summary_quantiles_and_confluent_count():
+    rows = decode([
+        adapter("kafka_network_requestmetrics_requestqueuetimems", "7.5", request="Produce",
+                quantile="0.99"),
+        adapter("kafka_network_requestmetrics_requestqueuetimems", "3", request="Produce",
+                quantile="0.999"),
+        adapter("kafka_network_requestmetrics_requestqueuetimems", "912", request="Produce"),
+        adapter("kafka_network_requestmetrics_requestqueuetimems_count", "913", request="Fetch"),
+    ]).to_pylist()
+    got = [(r["metric"], r["attribute"], dict(r["labels"]), r["kind"]) for r in rows]
+    assert got == [
+        ("RequestQueueTimeMs", "99thPercentile", {"request": "Produce"}, "gauge"),
+        ("RequestQueueTimeMs", "999thPercentile", {"request": "Produce"}, "gauge"),
+        ("RequestQueueTimeMs", "Count", {"request": "Produce"}, "counter"),
+        ("RequestQueueTimeMs", "Count", {"request": "Fetch"}, "counter"),
+    ]
+
+
+@pytest.mark.parametrize("text", ["NaN", "+Inf", "-Inf"])
+def test_prometheus_non_finite_values_are_quarantined(text):
+    good = adapter("kafka_server_replicamanager_partitioncount", "12")
+    batch = decode([good, adapter("kafka_server_replicamanager_underminisrpartitioncount", text),
+                    good])
+    rows = batch.to_pylist()
+    assert [r["reject_reason"] is None for r in rows] == [True, False, True]
+    assert rows[1]["reject_reason"].startswith("non_finite_value")
+    assert rows[1]["raw"] is not None and rows[1]["source_offset"] == 1
+
+
+def test_prometheus_timestamp_and_value_parsing():
+    row = one(decode([adapter("kafka_server_replicamanager_leadercount", "1e3",
+                              ts="2024-05-01T12:00:07Z")]))
+    assert row["value"] == 1000.0
+    assert row["ts"] == datetime(2024, 5, 1, 12, 0, 7, tzinfo=UTC)
+    batch = decode([adapter("kafka_server_replicamanager_leadercount", "12",
+                            ts="yesterday")])
+    assert rejects(batch)[0].startswith("bad_timestamp")
+    batch = decode([adapter("kafka_server_replicamanager_leadercount", "twelve")])
+    assert rejects(batch)[0].startswith("wrong_type")
+
+
+def test_prometheus_negative_counter_is_quarantined():
+    batch = decode([adapter("kafka_server_replicamanager_isrshrinks_total", "-1")])
+    assert rejects(batch)[0].startswith("negative_counter")
+
+
+# ---- OTLP specifics -------------------------------------------------------------------
+
+def otlp_doc(metrics: list[dict], host: str = "kafka-5", cluster: str = "c") -> dict:
+    return {"resourceMetrics": [{
+        "resource": {"attributes": [
+            {"key": "host.name", "value": {"stringValue": host}},
+            {"key": "kafka.cluster.alias", "value": {"stringValue": cluster}},
+            {"key": "process.pid", "value": {"intValue": "4242"}},
+        ]},
+        "scopeMetrics": [{"scope": {"name": "test"}, "metrics": metrics}],
+    }]}
+
+
+NANOS = str(int(T0) * 10**9)
+
+
+def point(value, **attrs) -> dict:
+    p = {"timeUnixNano": NANOS,
+         "attributes": [{"key": k, "value": {"stringValue": v}} for k, v in attrs.items()]}
+    p["asInt" if isinstance(value, int) else "asDouble"] = (
+        str(value) if isinstance(value, int) else value)
+    return p
+
+
+def test_otlp_delta_sums_are_quarantined_and_gauges_kept():
+    doc = otlp_doc([
+        {"name": "kafka.partition.count", "gauge": {"dataPoints": [point(40)]}},
+        {"name": "kafka.isr.operation.count",
+         "sum": {"aggregationTemporality": 1, "isMonotonic": True,
+                 "dataPoints": [point(3, operation="shrink"), point(1, operation="expand")]}},
+    ])
+    rows = decode([(None, orjson.dumps(doc))]).to_pylist()
+    assert [(r["metric"], r["value"]) for r in rows if r["reject_reason"] is None] == [
+        ("PartitionCount", 40.0)]
+    bad = [r["reject_reason"] for r in rows if r["reject_reason"] is not None]
+    assert len(bad) == 1 and bad[0].startswith("unsupported_temporality")
+    assert "(+1 more" in bad[0]
+
+
+def test_otlp_resource_attributes_are_identity_not_labels():
+    a = otlp_doc([{"name": "kafka.partition.count", "gauge": {"dataPoints": [point(4)]}}],
+                 host="kafka-5")
+    b = otlp_doc([{"name": "kafka.partition.count", "gauge": {"dataPoints": [point(9)]}}],
+                 host="kafka-6", cluster="d")
+    a["resourceMetrics"] += b["resourceMetrics"]  # one message, two brokers
+    rows = decode([(None, orjson.dumps(a))]).to_pylist()
+    assert [(r["cluster"], r["broker"], r["value"], dict(r["labels"])) for r in rows] == [
+        ("c", "5", 4.0, {}), ("d", "6", 9.0, {})]
+
+
+def test_otlp_javaagent_updowncounter_count_is_a_counter():
+    doc = otlp_doc([{"name": "kafka.isr.operation.count",
+                     "sum": {"aggregationTemporality": "AGGREGATION_TEMPORALITY_CUMULATIVE",
+                             "dataPoints": [point(7, operation="expand")]}}])
+    row = one(decode([(None, orjson.dumps(doc))]))
+    assert (row["metric"], row["attribute"], row["kind"], row["value"]) == (
+        "IsrExpandsPerSec", "Count", "counter", 7.0)
+    assert row["ts"] == datetime.fromtimestamp(T0, UTC)
+
+
+def test_otlp_non_finite_and_no_recorded_value():
+    stale = point(0.0)
+    stale["flags"] = 1
+    doc = otlp_doc([{"name": "kafka.request.queue",
+                     "gauge": {"dataPoints": [stale, {**point(0.0), "asDouble": "NaN"}]}}])
+    batch = decode([(None, orjson.dumps(doc))])
+    assert canonical(batch) == []
+    assert [r.split(":")[0] for r in rejects(batch)] == ["non_finite_value"]
+
+
+def test_otlp_unknown_metric_kept_with_raw_name():
+    doc = otlp_doc([{"name": "jvm.memory.used", "gauge": {"dataPoints": [point(5, pool="x")]}}])
+    row = one(decode([(None, orjson.dumps(doc))]))
+    assert row["metric"] is None
+    assert dict(row["labels"]) == {"pool": "x", "raw_name": "jvm.memory.used"}
+
+
+# ---- Telegraf specifics ---------------------------------------------------------------
+
+def tg(fields: dict, name: str = "kafka_replica_manager", ts=int(T0), **tags) -> dict:
+    return {"fields": fields, "name": name,
+            "tags": {"host": "kafka-2", "cluster": "c", **tags}, "timestamp": ts}
+
+
+def test_telegraf_timestamp_units_and_batch_form():
+    for ts in (int(T0), int(T0 * 1000), int(T0 * 1e9)):
+        row = one(decode([(None, orjson.dumps(tg({"LeaderCount.Value": 3}, ts=ts)))]))
+        assert row["ts"] == datetime.fromtimestamp(T0, UTC)
+        assert (row["metric"], row["broker"], row["cluster"]) == ("LeaderCount", "2", "c")
+    doc = {"metrics": [tg({"LeaderCount.Value": 3}),
+                       tg({"ActiveControllerCount.Value": 1}, name="kafka_controller")]}
+    rows = decode([(None, orjson.dumps(doc))]).to_pylist()
+    assert [r["metric"] for r in rows] == ["LeaderCount", "ActiveControllerCount"]
+
+
+def test_telegraf_per_partition_under_replicated_is_not_the_broker_count():
+    doc = tg({"UnderReplicatedPartitions": 1, "NumLogSegments": 4}, name="kafka_partition",
+             topic="orders", partition="0")
+    rows = decode([(None, orjson.dumps(doc))]).to_pylist()
+    by_raw = {(r["metric"], dict(r["labels"]).get("raw_name")): r for r in rows}
+    assert (None, "kafka_partition/UnderReplicatedPartitions") in by_raw
+    assert ("NumLogSegments", None) in by_raw
+    assert dict(by_raw[("NumLogSegments", None)]["labels"]) == {"topic": "orders",
+                                                                "partition": "0"}
+
+
+def test_telegraf_string_fields_are_skipped_not_zero():
+    doc = tg({"IsrShrinksPerSec.RateUnit": "SECONDS", "IsrShrinksPerSec.Count": 5})
+    row = one(decode([(None, orjson.dumps(doc))]))
+    assert (row["metric"], row["attribute"], row["kind"]) == ("IsrShrinksPerSec", "Count",
+                                                              "counter")
+    assert not math.isnan(row["value"])
