@@ -154,6 +154,7 @@ class SignalsConfig:
     scrape_interval_seconds: float = 15.0
     stale_after_intervals: int = 3
     isr_churn_match_seconds: int = 300
+    incident_horizon_seconds: int = 900
     saturation_queue_ratio: float = 0.8
     saturation_idle_ratio: float = 0.2
 

@@ -128,6 +128,17 @@ class Exporter:
                     stale.append((cluster, broker, age))
         return stale
 
+    def update_open_incidents(self, clusters: list[str], open_rows: list[dict[str, Any]]) -> None:
+        """Open incidents per (cluster, kind), with explicit zeros so "none open" is visible."""
+        from streaming.signals.incidents import KINDS
+
+        counts = {(c, k): 0 for c in clusters for k in KINDS}
+        for row in open_rows:
+            counts[(row["cluster"], row["kind"])] = counts.get((row["cluster"], row["kind"]), 0) + 1
+        gauge = self.gauges["kafka_health_open_incidents"]
+        for (cluster, kind), value in counts.items():
+            gauge.labels(cluster, kind).set(value)
+
     def pipeline(self, name: str, value: float) -> None:
         self.gauges[name].set(value)
 

@@ -32,11 +32,13 @@ from streaming.decode.stage import decode_stage
 from streaming.exporter import Exporter
 from streaming.signals.broker import SIGNAL_METRICS, broker_signals
 from streaming.signals.cluster import cluster_signals
+from streaming.signals.incidents import incident_conditions, incident_runs
 from streaming.sinks.delta_rs import DeltaRsTable
 from streaming.source.reader import read_metrics_stream
 
 LOG = logging.getLogger("kafka_health.job")
-TABLES = ("bronze", "quarantine", "broker_signals", "cluster_signals")
+TABLES = ("bronze", "quarantine", "broker_signals", "cluster_signals", "incidents")
+TS = pa.timestamp("us", "UTC")
 
 
 def build_spark(config: Config) -> SparkSession:
@@ -157,10 +159,68 @@ class BatchProcessor:
         )
         cluster_rows = cluster_signals(self.spark.createDataFrame(stored)).toArrow()
         self.tables["cluster_signals"].upsert(cluster_rows, batch_id)
+        self.update_incidents(clusters, first, last, batch_id)
         if self.exporter is not None:
             self.exporter.update_brokers(broker_rows.to_pylist())
             self.exporter.update_clusters(cluster_rows.to_pylist())
             self.exporter.update_staleness(cfg.stale_after_intervals * cfg.scrape_interval_seconds)
+            open_now = self.tables["incidents"].read(
+                ds.field("cluster").isin(clusters) & ds.field("resolved_at").is_null(),
+                columns=["cluster", "kind"])
+            self.exporter.update_open_incidents(clusters, open_now.to_pylist())
+
+    def update_incidents(self, clusters: list[str], first: datetime, last: datetime,
+                         batch_id: int) -> None:
+        """Recompute incidents over a bounded horizon and reconcile them with the table."""
+        cfg = self.config.signals
+        horizon = first - timedelta(seconds=cfg.incident_horizon_seconds)
+        in_horizon = (ds.field("cluster").isin(clusters)
+                      & (ds.field("window_start") >= pa.scalar(horizon, TS))
+                      & (ds.field("window_start") <= pa.scalar(last, TS)))
+        broker_rows = self.tables["broker_signals"].read(in_horizon)
+        cluster_rows = self.tables["cluster_signals"].read(in_horizon)
+        if broker_rows.num_rows == 0:
+            return
+        conditions = incident_conditions(self.spark.createDataFrame(broker_rows),
+                                         self.spark.createDataFrame(cluster_rows), cfg)
+        computed = incident_runs(conditions).toArrow()
+        earlier = self.tables["incidents"].read(
+            ds.field("cluster").isin(clusters)
+            & (ds.field("started_at") < pa.scalar(horizon, TS))
+            & (ds.field("resolved_at").is_null()
+               | (ds.field("resolved_at") >= pa.scalar(horizon, TS))))
+        incidents = anchor_incidents(computed, earlier, horizon)
+        self.tables["incidents"].reconcile(
+            incidents, batch_id,
+            scope=f"t.cluster IN ({', '.join(repr(c) for c in clusters)}) "
+                  f"AND t.started_at >= '{horizon.isoformat()}'")
+
+
+def anchor_incidents(computed: pa.Table, earlier: pa.Table, horizon: datetime) -> pa.Table:
+    """Runs that continue an incident started before the horizon keep its id and start.
+
+    `earlier` holds incidents that started before the horizon and were open (or resolved
+    inside it) when last written. The first recomputed run of the same series continues
+    it when it starts before that resolution; an open one with no continuing run is closed
+    at the horizon, the earliest time the recomputation can vouch for.
+    """
+    if earlier.num_rows == 0:
+        return computed
+    rows = computed.to_pylist()
+    first_run: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for row in sorted(rows, key=lambda r: r["started_at"]):
+        first_run.setdefault((row["cluster"], row["broker"], row["kind"]), row)
+    for previous in earlier.to_pylist():
+        key = (previous["cluster"], previous["broker"], previous["kind"])
+        run = first_run.get(key)
+        resolved = previous["resolved_at"]
+        if run is not None and (resolved is None or run["started_at"] <= resolved):
+            run["incident_id"] = previous["incident_id"]
+            run["started_at"] = previous["started_at"]
+            run["peak_value"] = max(run["peak_value"] or 0.0, previous["peak_value"] or 0.0)
+        elif resolved is None:
+            rows.append({**previous, "resolved_at": horizon})
+    return pa.Table.from_pylist(rows, schema=computed.schema)
 
 
 class ProgressListener(StreamingQueryListener):

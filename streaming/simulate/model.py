@@ -103,10 +103,19 @@ class ClusterModel:
             alive = [b for b in self.broker_ids if self.brokers[b].up]
             self.controller = alive[0] if alive else None
 
-    def broker_up(self, broker: int) -> None:
+    def broker_up(self, broker: int, caught_up: bool = True) -> None:
+        """The broker process starts again (meters from zero); with caught_up=False it is a
+        lagging follower: alive but not in any ISR until catch_up()."""
         state = self.brokers[broker]
         state.up = True
         self._reset_meters(state)
+        if self.controller is None:
+            self.controller = broker
+        if caught_up:
+            self.catch_up(broker)
+
+    def catch_up(self, broker: int) -> None:
+        """A follower reaches the leader's log end and rejoins the ISR (an expand)."""
         for p in self.partitions:
             if broker not in p.replicas or broker in p.isr:
                 continue
@@ -116,8 +125,6 @@ class ClusterModel:
                 continue
             p.isr.append(broker)
             self._count_expand(p.leader)
-        if self.controller is None:
-            self.controller = broker
 
     def restart(self, broker: int) -> None:
         """A quick process restart: meters start again from zero, the topology is unchanged."""

@@ -50,6 +50,9 @@ class Simulator:
         self.per_partition = per_partition
         self.truth = GroundTruth(window_seconds)
         self.records = 0
+        self.hold: Callable[[int, float], bool] | None = None
+        self.held: list[tuple[bytes | None, bytes]] = []
+        self.held_samples = 0
         self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5,
                                   "batch.num.messages": 10000, **(producer_conf or {})})
 
@@ -61,8 +64,13 @@ class Simulator:
                 continue
             samples = broker_samples(self.model, broker_id, self.scrape_interval,
                                      self.per_partition)
+            held = self.hold is not None and self.hold(broker_id, self.now - self.start)
+            self.held_samples += len(samples) if held else 0
             for key, value in self.encode(self.model.name, broker_id, self.now, samples):
-                self._produce(key, value)
+                if held:
+                    self.held.append((key, value))  # delivered late by release_held()
+                else:
+                    self._produce(key, value)
             self.truth.observe(self.model, broker_id, self.now, len(samples))
             produced += len(samples)
         return produced
@@ -103,6 +111,14 @@ class Simulator:
                     time.sleep(delay)
         self.producer.flush(30)
         return produced
+
+    def release_held(self, reverse: bool = True) -> int:
+        """Produce the held-back scrapes now, newest first by default (late and out of order)."""
+        held, self.held = self.held, []
+        for key, value in (reversed(held) if reverse else held):
+            self._produce(key, value)
+        self.producer.flush(30)
+        return len(held)
 
     def flush(self) -> None:
         self.producer.flush(30)

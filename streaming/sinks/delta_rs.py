@@ -73,6 +73,26 @@ class DeltaRsTable:
         )
         return True
 
+    def reconcile(self, data: pa.Table, batch_id: int, scope: str) -> bool:
+        """Upsert `data` and delete rows inside `scope` that the recomputation no longer has.
+
+        For derived tables (incidents) whose rows can disappear when late data corrects
+        the windows they came from; rows outside `scope` are never touched.
+        """
+        if self.committed(batch_id):
+            return False
+        table = self.ensure()
+        predicate = " AND ".join(f"t.`{k}` = s.`{k}`" for k in self.keys)
+        (
+            table.merge(self.conform(data), predicate, source_alias="s", target_alias="t",
+                        commit_properties=self._props(batch_id))
+            .when_matched_update_all()
+            .when_not_matched_insert_all()
+            .when_not_matched_by_source_delete(scope)
+            .execute()
+        )
+        return True
+
     def read(self, filter_expr: ds.Expression | None = None,
              columns: list[str] | None = None) -> pa.Table:
         dataset = self.ensure().to_pyarrow_dataset()
