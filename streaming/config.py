@@ -184,6 +184,16 @@ class ExporterConfig:
 
 
 @dataclass
+class AlertPushConfig:
+    """Optional direct push of incidents to Alertmanager, skipping Prometheus scrape + rule
+    evaluation for the events where seconds matter (data loss)."""
+
+    alertmanager_url: str | None = None
+    kinds: list[str] = field(default_factory=lambda: ["unclean_election"])
+    timeout_seconds: float = 2.0
+
+
+@dataclass
 class Config:
     spark: SparkConfig = field(default_factory=SparkConfig)
     source: SourceConfig = field(default_factory=SourceConfig)
@@ -192,6 +202,7 @@ class Config:
     signals: SignalsConfig = field(default_factory=SignalsConfig)
     delta: DeltaConfig = field(default_factory=DeltaConfig)
     exporter: ExporterConfig = field(default_factory=ExporterConfig)
+    alert_push: AlertPushConfig = field(default_factory=AlertPushConfig)
     clusters: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def validate(self) -> Config:

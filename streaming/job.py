@@ -194,6 +194,10 @@ class BatchProcessor:
             incidents, batch_id,
             scope=f"t.cluster IN ({', '.join(repr(c) for c in clusters)}) "
                   f"AND t.started_at >= '{horizon.isoformat()}'")
+        if self.config.alert_push.alertmanager_url:
+            from streaming.alertpush import push_incidents
+
+            push_incidents(self.config.alert_push, incidents.to_pylist())
 
 
 def anchor_incidents(computed: pa.Table, earlier: pa.Table, horizon: datetime) -> pa.Table:
