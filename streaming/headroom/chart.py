@@ -117,3 +117,42 @@ def _require_columns(frame: pd.DataFrame, columns: Iterable[str], name: str) -> 
     missing = [c for c in columns if c not in frame.columns]
     if missing:
         raise ValueError(f"{name} is missing column(s) {missing}; expected {list(columns)}")
+
+
+# --- from the partition_headroom Delta table -------------------------------------------
+# The table stores one row per (cluster, broker, evaluated_at) with a ceiling_<bound>
+# column per bound; these two helpers turn its rows into the frames write_headroom_png
+# takes, so reports and notebooks draw the same chart as the streaming job.
+
+CEILING_COLUMN_PREFIX = "ceiling_"
+
+
+def history_frame_from_rows(rows: pd.DataFrame, broker_labels: pd.Series | None = None) -> pd.DataFrame:
+    """partition_headroom rows -> (broker, timestamp, partitions), one point per row."""
+    _require_columns(rows, ("broker", "evaluated_at", "partitions"), "partition_headroom rows")
+    labels = rows["broker"] if broker_labels is None else broker_labels
+    frame = pd.DataFrame({
+        "broker": labels.astype(str).reset_index(drop=True),
+        "timestamp": pd.to_datetime(rows["evaluated_at"], utc=True).reset_index(drop=True),
+        "partitions": pd.to_numeric(rows["partitions"], errors="coerce").reset_index(drop=True),
+    })
+    return frame.dropna(subset=["partitions"]).reset_index(drop=True)
+
+
+def ceilings_frame_from_rows(latest: pd.DataFrame, broker_labels: pd.Series | None = None) -> pd.DataFrame:
+    """The latest partition_headroom row per broker -> (broker, bound, ceiling, binding).
+
+    A null ceiling (bound not computable or not configured) is left out, as
+    ``ceilings_frame`` does for the model's None.
+    """
+    _require_columns(latest, ("broker", "binding_bound"), "partition_headroom rows")
+    labels = latest["broker"] if broker_labels is None else broker_labels
+    out = []
+    for label, (_, row) in zip(labels.astype(str), latest.iterrows(), strict=True):
+        for bound in BOUND_ORDER:
+            value = row.get(CEILING_COLUMN_PREFIX + bound)
+            if value is None or pd.isna(value):
+                continue
+            out.append({"broker": label, "bound": bound, "ceiling": float(value),
+                        "binding": bound == row["binding_bound"]})
+    return pd.DataFrame(out, columns=list(CEILING_COLUMNS))
