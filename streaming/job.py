@@ -30,6 +30,7 @@ from streaming.config import Config
 from streaming.decode.records import DecodeContext, reason_category
 from streaming.decode.stage import decode_stage
 from streaming.exporter import Exporter
+from streaming.quality import BronzeValidator
 from streaming.signals.broker import SIGNAL_METRICS, broker_signals
 from streaming.signals.cluster import cluster_signals
 from streaming.signals.incidents import incident_conditions, incident_runs
@@ -37,7 +38,7 @@ from streaming.sinks.delta_rs import DeltaRsTable
 from streaming.source.reader import read_metrics_stream
 
 LOG = logging.getLogger("kafka_health.job")
-TABLES = ("bronze", "quarantine", "broker_signals", "cluster_signals", "incidents")
+TABLES = ("bronze", "quarantine", "broker_signals", "cluster_signals", "incidents", "dq_results")
 TS = pa.timestamp("us", "UTC")
 
 
@@ -84,6 +85,8 @@ class BatchProcessor:
         self.config = config
         self.exporter = exporter
         self.stats = BatchStats()
+        self.validator = BronzeValidator(config.quality.validate_every_n_batches,
+                                         config.quality.sample_rows)
         self.set_app_id(app_id)
 
     def set_app_id(self, app_id: str) -> None:
@@ -114,6 +117,8 @@ class BatchProcessor:
                 for reason in rejected["reject_reason"].to_pylist():
                     self.exporter.count("kafka_health_pipeline_quarantined_records_total",
                                         reason=reason_category(reason))
+        if bronze.num_rows and self.validator.due(batch_id):
+            self.check_quality(bronze, batch_id)
         if bronze.num_rows:
             self.update_signals(bronze, batch_id)
         self.stats = BatchStats(
@@ -121,6 +126,18 @@ class BatchProcessor:
             quarantined=rejected.num_rows, finished_at=time.time(),
             newest_event=pc.max(bronze["ts"]).as_py() if bronze.num_rows else None,
         )
+
+    def check_quality(self, bronze: pa.Table, batch_id: int) -> None:
+        """Validate a sample; a failing suite is reported, never a reason to stop the job."""
+        try:
+            results = self.validator.validate(bronze, batch_id)
+        except Exception as err:  # GX problems must not take the pipeline down
+            LOG.warning("data quality validation failed to run: %s", err)
+            return
+        if self.tables["dq_results"].append(results, batch_id) and self.exporter:
+            failed = sum(1 for ok in results["success"].to_pylist() if not ok)
+            if failed:
+                self.exporter.count("kafka_health_pipeline_dq_failures_total", failed)
 
     def _affected(self, bronze: pa.Table) -> tuple[list[str], datetime, datetime]:
         """Clusters and the window range this batch touched, plus the next window (counters)."""
@@ -280,22 +297,25 @@ class ProgressListener(StreamingQueryListener):
             self.exporter.pipeline("kafka_health_pipeline_up", 0)
 
 
-def lag_probe(config: Config) -> Callable[[dict[str, Any]], int | None]:
+class LagProbe:
     """Records between the processed end offsets and the topics' high watermarks."""
-    from confluent_kafka import Consumer, TopicPartition
 
-    consumer: list[Any] = []
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.consumer: Any = None
 
-    def lag(end: dict[str, dict[str, int]]) -> int | None:
+    def __call__(self, end: dict[str, dict[str, int]]) -> int | None:
+        from confluent_kafka import Consumer, TopicPartition
+
         try:
-            if not consumer:
-                conf = config.source.client_config()
+            if self.consumer is None:
+                conf = self.config.source.client_config()
                 conf.update({"group.id": "kafka-health-lag", "enable.auto.commit": False})
-                consumer.append(Consumer(conf))
+                self.consumer = Consumer(conf)
             total = 0
             for topic, parts in end.items():
                 for partition, offset in parts.items():
-                    _, high = consumer[0].get_watermark_offsets(
+                    _, high = self.consumer.get_watermark_offsets(
                         TopicPartition(topic, int(partition)), timeout=5, cached=False)
                     total += max(0, high - offset)
             return total
@@ -303,7 +323,10 @@ def lag_probe(config: Config) -> Callable[[dict[str, Any]], int | None]:
             LOG.warning("source lag unavailable: %s", err)
             return None
 
-    return lag
+    def close(self) -> None:
+        if self.consumer is not None:
+            self.consumer.close()
+            self.consumer = None
 
 
 def checkpoint_app_id(checkpoint: str) -> str:
@@ -335,8 +358,8 @@ class Job:
     def start(self) -> StreamingQuery:
         records = read_metrics_stream(self.spark, self.config)
         decoded = decode_stage(records, DecodeContext.from_config(self.config))
-        self.listener = ProgressListener(self.processor, self.exporter,
-                                         lag_probe(self.config), self.printer)
+        self.lag = LagProbe(self.config)
+        self.listener = ProgressListener(self.processor, self.exporter, self.lag, self.printer)
         self.spark.streams.addListener(self.listener)
         self.query = (
             decoded.writeStream.queryName("kafka_health")
@@ -358,6 +381,7 @@ class Job:
         if self.listener is not None:
             self.spark.streams.removeListener(self.listener)
             self.listener = None
+            self.lag.close()
 
     def install_signal_handlers(self) -> None:
         def handle(signum: int, frame: Any) -> None:

@@ -44,6 +44,9 @@ def test_known_samples_land_once_and_signals_match_truth(broker, topic, job_env,
     assert not bronze[key].astype(str).duplicated().any()
     assert bronze["metric"].notna().all()
 
+    quality = table(root, "dq_results")
+    assert len(quality) > 0 and quality["success"].all(), quality
+
     signals = table(root, "broker_signals")
     assert truth_mismatches(signals, sim.truth.rows()) == []
     assert signals["under_min_isr_max"].max() > 0, "the scenario must exercise the signal"

@@ -1,0 +1,45 @@
+"""The bronze suite passes on good decoded samples and names what breaks."""
+
+from __future__ import annotations
+
+import pyarrow.compute as pc
+
+from streaming.decode.records import DecodeContext, decode_record_batch
+from streaming.quality import BronzeValidator
+from streaming.simulate.formats import jolokia
+from streaming.simulate.model import ClusterModel
+from streaming.simulate.samples import broker_samples
+from tests.unit.test_jolokia import NOW, records
+
+
+def good_bronze():
+    model = ClusterModel("c", [1, 2, 3], {"t": 6})
+    values = [v for b in model.brokers
+              for _, v in jolokia("c", b, NOW.timestamp(), broker_samples(model, b, 15))]
+    decoded = decode_record_batch(records(*values, key=b"c/1"), DecodeContext())
+    return decoded.filter(pc.is_null(decoded["reject_reason"]))
+
+
+def test_suite_passes_on_good_samples_and_samples_large_batches():
+    validator = BronzeValidator(every_n_batches=1, sample_rows=50)
+    bronze = good_bronze()
+    assert bronze.num_rows > 50
+    results = validator.validate(bronze, batch_id=3).to_pylist()
+    assert results and all(r["success"] for r in results), results
+    assert {r["rows_checked"] for r in results} == {50}
+
+
+def test_suite_reports_each_broken_expectation():
+    validator = BronzeValidator(every_n_batches=1)
+    bronze = good_bronze()
+    frame = bronze.to_pandas()
+    frame.loc[frame["metric"] == "NetworkProcessorAvgIdlePercent", "value"] = 7.0
+    frame.loc[0, "kind"] = "histogram"
+    import pyarrow as pa
+
+    broken = pa.Table.from_pandas(frame, schema=bronze.schema)
+    failed = {r["expectation"] for r in validator.validate(broken, 0).to_pylist()
+              if not r["success"]}
+    assert any("value" in f and "NetworkProcessorAvgIdlePercent" in f for f in failed)
+    assert "expect_column_values_to_be_in_set(kind)" in failed
+    assert len(failed) == 2
