@@ -27,7 +27,7 @@ DPI = 100
 KIND_COLOURS: dict[str, str] = {
     "unclean_election": "#b2182b",
     "offline_partitions": "#e66101",
-    "under_min_isr": "#d6604d",
+    "under_min_isr": "#c51b7d",
     "controller": "#7b3294",
     "saturation": "#2166ac",
     "stale_broker": "#7f7f7f",
@@ -56,7 +56,9 @@ BROKER_SIGNALS: tuple[Signal, ...] = (
     Signal("request_queue_utilization_max", "Request queue utilization (max per window)",
            "% of queued.max.requests", scale=100.0, threshold=80.0,
            threshold_label="saturation threshold (default 80 %)"),
-    Signal("request_handler_idle_mean", "Request handler idle (mean per window)", "% idle",
+    # The saturation incident compares the window's *minimum* idle with the threshold
+    # (streaming/signals/incidents.py), so that is what is drawn against it.
+    Signal("request_handler_idle_min", "Request handler idle (min per window)", "% idle",
            scale=100.0, threshold=20.0, threshold_label="saturation threshold (default 20 %)"),
     Signal("network_processor_idle_mean", "Network processor idle (mean per window)", "% idle",
            scale=100.0),
@@ -112,11 +114,12 @@ def _no_data(ax: Axes, text: str) -> None:
 
 
 def incidents_timeline(incidents: pd.DataFrame, since: datetime, now: datetime,
-                       path: str | Path, labels: pd.Series) -> Path:
+                       path: str | Path, scopes: pd.Series) -> Path:
     """One horizontal bar per incident, from started_at to resolved_at (or now if open).
 
-    Bars are clipped to the window; an incident that started before it gets a "<" at the
-    left edge. Open incidents are hatched and carry an "OPEN" tag at the right edge.
+    ``scopes`` names each incident's scope ("broker 2", "cluster-wide"). Bars are clipped
+    to the window; one that started earlier says since when at its left edge. Open
+    incidents are hatched and carry an "OPEN" tag at the right edge.
     """
     n = len(incidents)
     fig = _figure(13, max(2.4, 1.3 + 0.42 * n))
@@ -126,25 +129,28 @@ def incidents_timeline(incidents: pd.DataFrame, since: datetime, now: datetime,
     min_width = span / 300  # a one-window incident in a 6 h report stays visible
 
     ylabels = []
-    for i, (label, row) in enumerate(zip(labels, incidents.itertuples(index=False), strict=True)):
+    for i, (scope, row) in enumerate(zip(scopes, incidents.itertuples(index=False), strict=True)):
         start = _naive_utc(row.started_at)
         is_open = pd.isna(row.resolved_at)
         end = end_w if is_open else _naive_utc(row.resolved_at)
         left, right = max(start, start_w), min(end, end_w)
         width = max(right - left, min_width)
         colour = KIND_COLOURS.get(row.kind, OTHER_KIND_COLOUR)
-        ax.barh(i, width, left=left, height=0.6, color=colour, alpha=0.9 if is_open else 0.75,
+        ax.barh(i, width, left=left, height=0.6, color=colour,
                 edgecolor="black" if is_open else colour, linewidth=1.2 if is_open else 0.5,
                 hatch="//" if is_open else None)
         if start < start_w:
-            ax.annotate("<", (start_w, i), xytext=(2, 0), textcoords="offset points",
-                        va="center", ha="left", fontsize="small", fontweight="bold")
+            ax.annotate(f"◀ since {start:%m-%d %H:%M}", (start_w, i), xytext=(3, 0),
+                        textcoords="offset points", va="center", ha="left", fontsize="small",
+                        fontweight="bold", color="white",
+                        bbox={"boxstyle": "round,pad=0.15", "facecolor": "black", "alpha": 0.55,
+                              "edgecolor": "none"})
         if is_open:
             ax.annotate("OPEN", (end_w, i), xytext=(-4, 0), textcoords="offset points",
                         va="center", ha="right", fontsize="small", fontweight="bold",
                         color="white",
                         bbox={"boxstyle": "round,pad=0.2", "facecolor": "#b2182b", "edgecolor": "none"})
-        ylabels.append(f"{row.kind} · broker {label}")
+        ylabels.append(f"{row.kind} · {scope}")
 
     ax.set_yticks(range(n), ylabels, fontsize="small")
     ax.set_ylim(n - 0.4, -0.6)  # first incident on top

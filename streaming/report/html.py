@@ -156,7 +156,7 @@ def _incidents_section(ctx: _Context) -> str:
     read = read_incidents(ctx.root, ctx.since, ctx.now, ctx.cluster)
     ctx.sources.append(read)
     if not read.ok:
-        ctx.summary.append(("-", "incidents (no data)", ""))
+        ctx.summary.append(("-", "open incidents (no data)", ""))
         return _no_data(read)
     df = read.frame
     is_open = df["resolved_at"].isna()
@@ -165,7 +165,7 @@ def _incidents_section(ctx: _Context) -> str:
     ctx.summary.append((str(len(df)), "incidents in window", "warn" if len(df) else "good"))
 
     labels = _broker_labels(df)
-    path = charts.incidents_timeline(df, ctx.since, ctx.now, ctx.chart("incidents"), labels)
+    path = charts.incidents_timeline(df, ctx.since, ctx.now, ctx.chart("incidents"), labels.map(_scope))
     parts = [f"{k} on {lbl} ({'open' if o else 'resolved'})"
              for k, lbl, o in zip(df["kind"], labels.map(_scope), is_open, strict=True)]
     alt = (f"Timeline of {len(df)} incident(s) between {fmt_ts(ctx.since)} and {fmt_ts(ctx.now)}, "
@@ -195,6 +195,8 @@ def _broker_section(ctx: _Context) -> str:
     read = read_windowed(ctx.root, "broker_signals", "window_start", ctx.since, ctx.now, ctx.cluster)
     ctx.sources.append(read)
     if not read.ok:
+        ctx.summary.append(("-", "max under-min-ISR partitions (no data)", ""))
+        ctx.summary.append(("-", "unclean leader elections (no data)", ""))
         return _no_data(read)
     df = read.frame
     labels = _broker_labels(df)
@@ -239,6 +241,7 @@ def _cluster_section(ctx: _Context) -> str:
     read = read_windowed(ctx.root, "cluster_signals", "window_start", ctx.since, ctx.now, ctx.cluster)
     ctx.sources.append(read)
     if not read.ok:
+        ctx.summary.append(("-", "max offline partitions (no data)", ""))
         return _no_data(read)
     df = read.frame
     labels = df["cluster"].astype(str)
@@ -336,7 +339,8 @@ def _quarantine_section(ctx: _Context) -> str:
     read = read_quarantine(ctx.root, ctx.since, ctx.now)
     ctx.sources.append(read)
     if not read.ok:
-        ctx.summary.append(("0" if read.status == "empty" else "-", "quarantined records",
+        ctx.summary.append(("0" if read.status == "empty" else "-",
+                            "quarantined records" + ("" if read.status == "empty" else " (no data)"),
                             "good" if read.status == "empty" else ""))
         return _no_data(read, quiet_is_good=True)
     df = read.frame

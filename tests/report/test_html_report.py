@@ -99,6 +99,9 @@ def test_missing_tables_give_no_data_sections(tmp_path: Path) -> None:
     assert page.headings[1:] == list(SECTIONS)
     assert text.count("No data.") == 5
     assert text.count("does not exist") == 5
+    # The summary keeps its shape: every card says "-" rather than disappearing or showing 0.
+    cards = re.findall(r'<div class="n">([^<]*)</div><div class="l">([^<]*)</div>', text)
+    assert [v for v, _ in cards] == ["-"] * 6 and all(label.endswith("(no data)") for _, label in cards)
     assert "could not be built" not in text
 
 
@@ -148,3 +151,32 @@ def test_naive_now_is_utc_and_hours_must_be_positive(delta_root: Path, tmp_path:
     assert "2026-03-02 12:00 UTC" in text
     with pytest.raises(ValueError, match="hours must be > 0"):
         write_report(str(delta_root), str(tmp_path / "bad"), hours=0, now=fixtures.NOW)
+
+
+def test_two_clusters_cluster_wide_incident_before_the_window(tmp_path: Path) -> None:
+    """Broker ids repeat across clusters, so labels become cluster/broker; '*' reads cluster-wide."""
+    root = fixtures.build(tmp_path / "delta")
+    west = [dict(r, cluster="prod-west") for r in fixtures.broker_signal_rows() if r["broker"] == "1"]
+    write_deltalake(str(root / "broker_signals"),
+                    pa.Table.from_pylist(west, schema=arrow_schema("broker_signals")), mode="append")
+    headroom = [dict(r, cluster="prod-west") for r in fixtures.headroom_rows() if r["broker"] == "1"]
+    write_deltalake(str(root / "partition_headroom"),
+                    pa.Table.from_pylist(headroom, schema=arrow_schema("partition_headroom")), mode="append")
+    incident = {"incident_id": "c0ffee", "cluster": "prod-west", "broker": "*", "kind": "offline_partitions",
+                "started_at": fixtures.NOW - timedelta(hours=9),
+                "resolved_at": fixtures.NOW - timedelta(hours=5),
+                "peak_value": 12.0, "updated_at": fixtures.NOW - timedelta(hours=5)}
+    write_deltalake(str(root / "incidents"),
+                    pa.Table.from_pylist([incident], schema=arrow_schema("incidents")), mode="append")
+
+    out = tmp_path / "out"
+    text = write_report(str(root), str(out), now=fixtures.NOW).read_text()
+    assert "could not be built" not in text
+    incidents = text.split('id="incidents"')[1].split("</section>")[0]
+    assert "cluster prod-west (cluster-wide)" in incidents and "broker prod-east/1" in incidents
+    assert "4 h 00 min" in incidents  # the full duration, though the bar is clipped to the window
+    brokers = text.split('id="broker-signals"')[1].split("</section>")[0]
+    assert "<td>prod-east/1</td>" in brokers and "<td>prod-west/1</td>" in brokers
+    assert "<td>prod-west/1</td>" in text.split('id="headroom"')[1]
+    for img in parse(text).imgs:
+        assert_valid_png(out / str(img["src"]))
