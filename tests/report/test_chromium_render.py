@@ -40,8 +40,8 @@ window.addEventListener("load", function () {
 """
 
 
-@pytest.fixture(scope="module")
-def chromium() -> Path:
+def _chromium() -> Path:
+    """Checked inside each test (not a fixture) so a missing browser is a FAIL, not an ERROR."""
     if not CHROMIUM.exists():
         pytest.fail(f"{CHROMIUM} is missing: run `bash deploy/install-chromium.sh` (Debian's chromium "
                     "package) to render the report in a headless browser", pytrace=False)
@@ -59,7 +59,8 @@ def _run(chromium: Path, profile: Path, *args: str) -> subprocess.CompletedProce
     return proc
 
 
-def test_screenshot_is_not_blank(chromium: Path, report_dir: Path, tmp_path: Path) -> None:
+def test_screenshot_is_not_blank(report_dir: Path, tmp_path: Path) -> None:
+    chromium = _chromium()
     shot = tmp_path / "report.png"
     _run(chromium, tmp_path / "profile", f"--screenshot={shot}", (report_dir / "index.html").as_uri())
     width, height = assert_valid_png(shot, min_size=(1000, 1000))
@@ -71,7 +72,8 @@ def test_screenshot_is_not_blank(chromium: Path, report_dir: Path, tmp_path: Pat
     shutil.copy(shot, report_dir / "screenshot-test.png")
 
 
-def test_every_image_loads_in_the_browser(chromium: Path, report_dir: Path, tmp_path: Path) -> None:
+def test_every_image_loads_in_the_browser(report_dir: Path, tmp_path: Path) -> None:
+    chromium = _chromium()
     index = report_dir / "index.html"
     expected = parse(index.read_text()).imgs
     assert len(expected) == 5
