@@ -1,0 +1,251 @@
+"""Direct push of incidents to Alertmanager, for the events where seconds matter.
+
+The normal paging path is exporter -> Prometheus scrape -> rule evaluation -> Alertmanager
+-> PagerDuty, which adds a scrape interval plus an evaluation interval (plus any `for`) to
+the pipeline's own latency. For data loss (unclean leader election) the job can skip that
+and POST the incident straight to Alertmanager's `/api/v2/alerts` from the micro-batch
+that computed it.
+
+One fault must still make ONE PagerDuty incident. Alertmanager groups by
+(alertname, cluster) (alerts/alertmanager.yml `group_by`) and the PagerDuty `dedup_key`
+is a hash of the group, so a pushed alert carries exactly the alertname, severity and
+category of the Prometheus rule for the same kind (alerts/kafka-health.rules.yml): it is
+routed to the same receiver and lands in the same group as the rule's alert. The
+`source="kafka-health-push"` label keeps the two apart in the Alertmanager UI.
+
+Open incidents are re-sent on every batch with `endsAt` a few minutes ahead, so they
+stay firing while the job runs and expire on their own if it stops; a resolved incident
+is sent with `endsAt = resolved_at` (an explicit resolve). Nothing here raises into the
+job: a failed POST is logged (rate-limited) and counted in `STATS`, and after a failure
+the push pauses for a few seconds so an unreachable Alertmanager cannot slow every batch
+by the full timeout. The next successful push re-sends every open incident, so a pause
+delays a page but never loses it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from streaming.config import AlertPushConfig
+
+LOG = logging.getLogger("kafka_health.alertpush")
+SOURCE = "kafka-health-push"
+# An open incident stays firing in Alertmanager this long after the last push.
+OPEN_HOLD = timedelta(minutes=5)
+# After a failed POST, skip pushes for this long (the job keeps running at full speed).
+BACKOFF_SECONDS = 5.0
+# Resolved incidents older than this are not re-sent (Alertmanager already has them).
+RESOLVED_RESEND = timedelta(minutes=15)
+RUNBOOKS = "https://github.com/kafka-health/kafka-health/blob/main/alerts/runbooks"
+CLUSTER_WIDE = "*"
+
+
+@dataclass(frozen=True)
+class AlertSpec:
+    """What the Prometheus rule for one incident kind says (kept equal by a unit test)."""
+
+    alertname: str
+    category: str
+    summary: str
+    description: str
+
+    @property
+    def runbook_url(self) -> str:
+        return f"{RUNBOOKS}/{self.alertname}.md"
+
+
+# Incident kind -> the critical rule for it. Text mirrors the rule's annotations with
+# {cluster}/{broker}/{value} in place of {{ $labels.cluster }}/{{ $labels.broker }}/{{ $value }}.
+SPECS: dict[str, AlertSpec] = {
+    "unclean_election": AlertSpec(
+        "KafkaUncleanLeaderElection", "data_loss",
+        "Unclean leader election (data loss) in Kafka cluster {cluster}, reported by broker {broker}",
+        "Broker {broker} of cluster {cluster} reported {value} unclean leader election(s) in the "
+        "newest window. An out-of-sync replica became leader, so every record past its log end "
+        "was discarded: acknowledged writes are permanently lost. Find the affected partitions "
+        "and the producers that wrote to them during the incident.",
+    ),
+    "under_min_isr": AlertSpec(
+        "KafkaUnderMinIsrPartitions", "cluster_fault",
+        "Partitions under min.insync.replicas on broker {broker} of Kafka cluster {cluster}",
+        "Broker {broker} of cluster {cluster} leads {value} partition(s) whose ISR is smaller "
+        "than the effective min.insync.replicas. Producers using acks=all get "
+        "NOT_ENOUGH_REPLICAS for them and consumers see nothing new (high watermark frozen) "
+        "until the ISR heals.",
+    ),
+    "offline_partitions": AlertSpec(
+        "KafkaOfflinePartitions", "cluster_fault",
+        "Offline partitions (no leader) in Kafka cluster {cluster}",
+        "The active controller of cluster {cluster} reports {value} offline partition(s): no "
+        "replica of the ISR is available to lead them, so they are unreadable and unwritable. "
+        "Do not enable unclean leader election to bring them back unless the topic owners "
+        "accept losing data.",
+    ),
+    "controller": AlertSpec(
+        "KafkaActiveControllerCountAbnormal", "cluster_fault",
+        "Kafka cluster {cluster} has {value} active controllers (expected exactly 1)",
+        "The reporting brokers/controllers of cluster {cluster} sum to {value} active "
+        "controllers for more than 2 minutes. With 0, no leader elections or ISR changes can "
+        "happen; with more than 1, controllers disagree about who leads the metadata quorum.",
+    ),
+}
+
+
+@dataclass
+class PushStats:
+    """Counters for the job (and tests): pushes attempted, alerts sent, failures, skips."""
+
+    pushes: int = 0
+    alerts_sent: int = 0
+    failures: int = 0
+    skipped: int = 0
+    last_error: str | None = None
+    last_failure_at: float = 0.0
+    last_logged_at: float = 0.0
+
+
+STATS = PushStats()
+_LOCK = threading.Lock()
+_WARNED_KINDS: set[str] = set()
+
+
+def _utc(value: Any) -> datetime:
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return value.astimezone(UTC)
+
+
+def _rfc3339(value: datetime) -> str:
+    return value.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _value(number: Any) -> str:
+    if number is None:
+        return "?"
+    number = float(number)
+    return str(int(number)) if number.is_integer() else f"{number:g}"
+
+
+def build_alerts(config: AlertPushConfig, incidents: list[dict[str, Any]],
+                 now: datetime | None = None) -> list[dict[str, Any]]:
+    """The Alertmanager v2 alert objects for the incidents whose kind is pushed."""
+    now = now or datetime.now(UTC)
+    alerts = []
+    for incident in incidents:
+        kind = incident.get("kind")
+        if kind not in config.kinds:
+            continue
+        spec = SPECS.get(kind)
+        if spec is None:
+            if kind not in _WARNED_KINDS:
+                _WARNED_KINDS.add(kind)
+                LOG.warning("alert_push.kinds: %r has no paging rule; it is not pushed "
+                            "(pushable: %s)", kind, ", ".join(SPECS))
+            continue
+        cluster, broker = str(incident["cluster"]), str(incident.get("broker") or CLUSTER_WIDE)
+        labels = {"alertname": spec.alertname, "severity": "critical", "team": "kafka",
+                  "category": spec.category, "cluster": cluster, "source": SOURCE}
+        if broker != CLUSTER_WIDE:  # cluster-wide rules carry no broker label either
+            labels["broker"] = broker
+        fields = {"cluster": cluster, "broker": broker, "value": _value(incident.get("peak_value"))}
+        started = _utc(incident["started_at"])
+        resolved = incident.get("resolved_at")
+        if resolved is not None:
+            ends = _utc(resolved)
+            if now - ends > RESOLVED_RESEND:
+                continue
+        else:
+            ends = now + OPEN_HOLD
+        alerts.append({
+            "labels": labels,
+            "annotations": {
+                "summary": spec.summary.format(**fields),
+                "description": spec.description.format(**fields),
+                "runbook_url": spec.runbook_url,
+                "incident_id": str(incident.get("incident_id") or ""),
+            },
+            "startsAt": _rfc3339(started),
+            "endsAt": _rfc3339(max(ends, started)),
+        })
+    return alerts
+
+
+def _post(url: str, body: bytes, timeout: float) -> None:
+    request = urllib.request.Request(
+        url.rstrip("/") + "/api/v2/alerts", data=body, method="POST",
+        headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        if response.status >= 300:
+            raise urllib.error.HTTPError(request.full_url, response.status, response.reason,
+                                         response.headers, None)
+
+
+def push_incidents(config: AlertPushConfig, incidents: list[dict[str, Any]]) -> None:
+    """POST one alert per pushed incident to every Alertmanager in `alertmanager_url`
+    (comma-separated for an HA pair). Never raises."""
+    try:
+        urls = [u.strip() for u in (config.alertmanager_url or "").split(",") if u.strip()]
+        if not urls:
+            return
+        alerts = build_alerts(config, incidents)
+        if not alerts:
+            return
+        with _LOCK:
+            if (STATS.last_error is not None
+                    and time.monotonic() - STATS.last_failure_at < BACKOFF_SECONDS):
+                STATS.skipped += 1
+                return
+        body = json.dumps(alerts).encode()
+        for url in urls:
+            _push_one(url, body, len(alerts), config.timeout_seconds)
+    except Exception as err:  # never into the job
+        _failed("-", err)
+
+
+def _push_one(url: str, body: bytes, count: int, timeout: float) -> None:
+    try:
+        _post(url, body, timeout)
+    except Exception as err:  # noqa: BLE001 - any failure is logged and counted
+        _failed(url, err)
+        return
+    with _LOCK:
+        STATS.pushes += 1
+        STATS.alerts_sent += count
+        recovered = STATS.last_error is not None
+        STATS.last_error = None
+    if recovered:
+        LOG.info("alert push to %s works again", url)
+
+
+def _failed(url: str, err: Exception) -> None:
+    now = time.monotonic()
+    with _LOCK:
+        STATS.pushes += 1
+        STATS.failures += 1
+        STATS.last_failure_at = now
+        first = STATS.last_error is None
+        STATS.last_error = f"{type(err).__name__}: {err}"
+        log = first or now - STATS.last_logged_at > 60
+        if log:
+            STATS.last_logged_at = now
+    if log:
+        LOG.warning("alert push to %s failed (%s); retrying on later batches, %d failure(s) "
+                    "so far", url, STATS.last_error, STATS.failures)
+
+
+def reset_stats() -> None:
+    """For tests."""
+    global STATS
+    with _LOCK:
+        STATS = PushStats()
+        _WARNED_KINDS.clear()

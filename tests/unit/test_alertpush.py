@@ -1,0 +1,268 @@
+"""streaming.alertpush: the alerts it POSTs, their agreement with the Prometheus rules, and
+that no failure ever reaches the job. A local HTTP server stands in for Alertmanager."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from streaming import alertpush
+from streaming.alertpush import SOURCE, SPECS, build_alerts, push_incidents
+from streaming.config import AlertPushConfig
+from streaming.signals.incidents import KINDS
+
+REPO = Path(__file__).resolve().parents[2]
+RULES = REPO / "alerts" / "kafka-health.rules.yml"
+ALERTMANAGER = REPO / "alerts" / "alertmanager.yml"
+T0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
+
+
+class FakeAlertmanager:
+    """Records POST bodies; `status` and `delay` make it fail or hang on purpose."""
+
+    def __init__(self) -> None:
+        self.bodies: list[tuple[str, Any]] = []
+        self.status = 200
+        self.delay = 0.0
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - http.server API
+                raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                if outer.delay:
+                    time.sleep(outer.delay)  # simulates a hung Alertmanager
+                outer.bodies.append((self.path, json.loads(raw)))
+                self.send_response(outer.status)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_port}"
+        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,),
+                                       daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def am() -> Iterator[FakeAlertmanager]:
+    alertpush.reset_stats()
+    server = FakeAlertmanager()
+    yield server
+    server.close()
+    alertpush.reset_stats()
+
+
+def incident(kind: str = "unclean_election", broker: str = "3", resolved: datetime | None = None,
+             cluster: str = "c1", started: datetime = T0, peak: float = 2.0) -> dict[str, Any]:
+    return {"incident_id": f"id-{kind}-{broker}", "cluster": cluster, "broker": broker,
+            "kind": kind, "started_at": started, "resolved_at": resolved, "peak_value": peak,
+            "updated_at": started}
+
+
+def config(url: str | None, kinds: list[str] | None = None, timeout: float = 2.0
+           ) -> AlertPushConfig:
+    return AlertPushConfig(alertmanager_url=url, kinds=kinds or ["unclean_election"],
+                           timeout_seconds=timeout)
+
+
+def parse(ts: str) -> datetime:
+    return datetime.fromisoformat(ts.replace("Z", "+00:00"))
+
+
+# --- agreement with the Prometheus rules and Alertmanager routing ---------------------------
+
+
+def rules_by_name() -> dict[str, dict[str, Any]]:
+    spec = yaml.safe_load(RULES.read_text())
+    return {r["alert"]: r for g in spec["groups"] for r in g["rules"] if "alert" in r}
+
+
+def render_rule_text(template: str, labels: dict[str, str], value: str) -> str:
+    text = template.replace("{{ $value }}", value)
+    text = re.sub(r"\{\{ \$labels\.(\w+) \}\}", lambda m: labels[m.group(1)], text)
+    return " ".join(text.split())
+
+
+@pytest.mark.parametrize("kind", sorted(SPECS))
+def test_pushed_alert_equals_the_rule_for_its_kind(kind: str) -> None:
+    broker = "*" if kind in ("offline_partitions", "controller") else "3"
+    [alert] = build_alerts(config("http://x", [kind]), [incident(kind, broker, peak=2)], now=T0)
+    rule = rules_by_name()[SPECS[kind].alertname]
+    labels = alert["labels"]
+    assert labels["alertname"] == rule["alert"]
+    for name in ("severity", "category", "team"):
+        assert labels[name] == rule["labels"][name], name
+    assert labels["severity"] == "critical"
+    assert labels["source"] == SOURCE
+    assert ("broker" in labels) == ("broker" in rule["annotations"]["summary"]), \
+        "cluster-wide rules carry no broker label, broker rules do"
+    subst = {"cluster": "c1", "broker": broker}
+    for name in ("summary", "description"):
+        assert alert["annotations"][name] == render_rule_text(
+            rule["annotations"][name], subst, "2"), name
+    assert alert["annotations"]["runbook_url"] == rule["annotations"]["runbook_url"]
+
+
+def test_every_pushable_kind_is_an_incident_kind() -> None:
+    assert set(SPECS) <= set(KINDS)
+
+
+def test_push_and_rule_land_in_one_alertmanager_group() -> None:
+    """group_by is (alertname, cluster): a pushed alert and the rule's alert for the same
+    fault share both, and match the same route, so they share one PagerDuty dedup_key."""
+    am_cfg = yaml.safe_load(ALERTMANAGER.read_text())
+    assert am_cfg["route"]["group_by"] == ["alertname", "cluster"]
+    rule = rules_by_name()["KafkaUncleanLeaderElection"]
+    [pushed] = build_alerts(config("http://x"), [incident()], now=T0)
+
+    def route(labels: dict[str, str]) -> str:
+        for sub in am_cfg["route"]["routes"]:
+            matchers = [re.fullmatch(r'(\w+)="([^"]*)"', m).groups() for m in sub["matchers"]]
+            if all(labels.get(k) == v for k, v in matchers):
+                return sub["receiver"]
+        return am_cfg["route"]["receiver"]
+
+    rule_alert = {**rule["labels"], "alertname": rule["alert"], "cluster": "c1", "broker": "3",
+                  "job": "kafka-health", "instance": "127.0.0.1:9464"}
+    assert route(pushed["labels"]) == route(rule_alert) == "pagerduty-data-loss"
+    for key in am_cfg["route"]["group_by"]:
+        assert pushed["labels"][key] == rule_alert[key]
+
+
+# --- what is POSTed ------------------------------------------------------------------------
+
+
+def test_posts_one_alert_per_pushed_incident(am: FakeAlertmanager) -> None:
+    before = datetime.now(UTC)
+    push_incidents(config(am.url), [
+        incident("unclean_election", "3"),
+        incident("under_min_isr", "1"),  # not in kinds: left to the Prometheus rule
+        incident("unclean_election", "2", cluster="c2"),
+    ])
+    [(path, body)] = am.bodies
+    assert path == "/api/v2/alerts"
+    assert [(a["labels"]["cluster"], a["labels"]["broker"]) for a in body] == [
+        ("c1", "3"), ("c2", "2")]
+    alert = body[0]
+    assert alert["labels"] == {
+        "alertname": "KafkaUncleanLeaderElection", "severity": "critical", "team": "kafka",
+        "category": "data_loss", "cluster": "c1", "broker": "3", "source": SOURCE}
+    assert parse(alert["startsAt"]) == T0
+    ends = parse(alert["endsAt"])
+    assert before + timedelta(minutes=4) < ends < datetime.now(UTC) + timedelta(minutes=6), \
+        "an open incident stays firing a few minutes past the push"
+    assert alertpush.STATS.alerts_sent == 2 and alertpush.STATS.failures == 0
+
+
+def test_resolved_incident_is_sent_with_its_resolution_as_ends_at(am: FakeAlertmanager) -> None:
+    now = datetime.now(UTC).replace(microsecond=0)
+    push_incidents(config(am.url), [incident(started=now - timedelta(minutes=2),
+                                             resolved=now - timedelta(minutes=1))])
+    [(_, [alert])] = am.bodies
+    assert parse(alert["startsAt"]) == now - timedelta(minutes=2)
+    assert parse(alert["endsAt"]) == now - timedelta(minutes=1)
+
+
+def test_long_resolved_incidents_are_not_resent(am: FakeAlertmanager) -> None:
+    now = datetime.now(UTC)
+    push_incidents(config(am.url), [incident(started=now - timedelta(hours=2),
+                                             resolved=now - timedelta(hours=1))])
+    assert am.bodies == []
+
+
+def test_nothing_to_push_posts_nothing(am: FakeAlertmanager) -> None:
+    push_incidents(config(am.url), [incident("under_min_isr", "1")])
+    push_incidents(config(am.url), [])
+    push_incidents(config(None), [incident()])
+    assert am.bodies == []
+
+
+def test_naive_and_string_timestamps_are_utc(am: FakeAlertmanager) -> None:
+    [alert] = build_alerts(config("http://x"), [
+        incident(started=datetime(2024, 5, 1, 12, 0), resolved="2024-05-01T12:01:00+00:00")],
+        now=T0 + timedelta(minutes=2))
+    assert alert["startsAt"] == "2024-05-01T12:00:00.000Z"
+    assert alert["endsAt"] == "2024-05-01T12:01:00.000Z"
+
+
+def test_cluster_wide_incident_has_no_broker_label(am: FakeAlertmanager) -> None:
+    push_incidents(config(am.url, ["offline_partitions"]), [incident("offline_partitions", "*")])
+    [(_, [alert])] = am.bodies
+    assert "broker" not in alert["labels"]
+    assert alert["labels"]["alertname"] == "KafkaOfflinePartitions"
+
+
+def test_unknown_kind_is_ignored_with_a_warning(am: FakeAlertmanager, caplog) -> None:
+    push_incidents(config(am.url, ["stale_broker", "unclean_election"]),
+                   [incident("stale_broker", "2"), incident()])
+    [(_, body)] = am.bodies
+    assert [a["labels"]["alertname"] for a in body] == ["KafkaUncleanLeaderElection"]
+    assert "'stale_broker' has no paging rule" in caplog.text
+
+
+def test_posts_to_every_alertmanager_of_an_ha_pair(am: FakeAlertmanager) -> None:
+    other = FakeAlertmanager()
+    try:
+        push_incidents(config(f"{am.url}, {other.url}/"), [incident()])
+        assert len(am.bodies) == 1 and len(other.bodies) == 1
+    finally:
+        other.close()
+
+
+# --- failures never reach the job ------------------------------------------------------------
+
+
+def test_unreachable_alertmanager_is_counted_not_raised(caplog) -> None:
+    alertpush.reset_stats()
+    closed = FakeAlertmanager()
+    url = closed.url
+    closed.close()
+    push_incidents(config(url), [incident()])
+    assert alertpush.STATS.failures == 1
+    assert "alert push" in caplog.text and "failed" in caplog.text
+    alertpush.reset_stats()
+
+
+def test_error_status_is_a_failure_and_backs_off_then_recovers(am: FakeAlertmanager,
+                                                                monkeypatch) -> None:
+    am.status = 500
+    push_incidents(config(am.url), [incident()])
+    assert alertpush.STATS.failures == 1 and len(am.bodies) == 1
+    push_incidents(config(am.url), [incident()])
+    assert alertpush.STATS.skipped == 1 and len(am.bodies) == 1, "backs off after a failure"
+    monkeypatch.setattr(alertpush, "BACKOFF_SECONDS", 0.0)
+    am.status = 200
+    push_incidents(config(am.url), [incident()])
+    assert len(am.bodies) == 2 and alertpush.STATS.last_error is None
+    assert alertpush.STATS.alerts_sent == 1
+
+
+def test_hung_alertmanager_costs_at_most_the_timeout(am: FakeAlertmanager) -> None:
+    am.delay = 3.0
+    started = time.monotonic()
+    push_incidents(config(am.url, timeout=0.3), [incident()])
+    assert time.monotonic() - started < 1.5
+    assert alertpush.STATS.failures == 1
+
+
+def test_malformed_incident_is_counted_not_raised(am: FakeAlertmanager) -> None:
+    push_incidents(config(am.url), [{"kind": "unclean_election"}])  # no cluster, no start
+    assert alertpush.STATS.failures == 1 and am.bodies == []
