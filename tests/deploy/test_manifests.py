@@ -1,0 +1,434 @@
+"""Deployment artifacts under deploy/: parse, agree with each other, and stay generated.
+
+No network, no containers, no Spark: external tools (promtool, kubectl, docker compose) are
+used when installed and replaced by structural checks when not.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from streaming.config import load_config
+
+REPO = Path(__file__).resolve().parents[2]
+DEPLOY = REPO / "deploy"
+K8S = DEPLOY / "k8s"
+SUBMIT = DEPLOY / "spark-submit.sh"
+IMAGE_MAIN = "/opt/kafka-health/spark_main.py"   # where deploy/docker/Dockerfile puts it
+
+YAML_FILES = sorted(p for ext in ("*.yaml", "*.yml") for p in DEPLOY.rglob(ext))
+JSON_FILES = sorted(DEPLOY.rglob("*.json"))
+
+
+def _module(path: Path) -> Any:
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    assert spec.loader is not None
+    spec.loader.exec_module(module)
+    return module
+
+
+def _docs(path: Path) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
+
+
+def _k8s_docs() -> list[tuple[Path, dict[str, Any]]]:
+    out = []
+    for path in sorted([*K8S.glob("*.yaml"), *(DEPLOY / "alertmanager").glob("*.yaml")]):
+        if path.name == "kustomization.yaml":
+            continue
+        out += [(path, doc) for doc in _docs(path)]
+    return out
+
+
+def _one(kind: str, name: str | None = None) -> dict[str, Any]:
+    found = [d for _, d in _k8s_docs()
+             if d["kind"] == kind and (name is None or d["metadata"]["name"] == name)]
+    assert len(found) == 1, f"expected one {kind} {name or ''}, found {len(found)}"
+    return found[0]
+
+
+def _configmap_data(name: str) -> dict[str, str]:
+    return _one("ConfigMap", name)["data"]
+
+
+def _job_config(tmp_path: Path):  # noqa: ANN202
+    text = _configmap_data("kafka-health-config")["config.yaml"]
+    path = tmp_path / "config.yaml"
+    path.write_text(text)
+    return load_config(path, environ={})
+
+
+# --- every file parses ---------------------------------------------------------------
+
+@pytest.mark.parametrize("path", YAML_FILES, ids=lambda p: str(p.relative_to(REPO)))
+def test_yaml_parses(path: Path) -> None:
+    assert _docs(path), f"{path} is empty"
+
+
+def test_json_parses() -> None:
+    for path in JSON_FILES:  # none today; dashboards live in dashboards/ (tested there)
+        json.loads(path.read_text())
+
+
+def test_k8s_manifests_have_api_version_kind_name() -> None:
+    docs = _k8s_docs()
+    assert docs
+    for path, doc in docs:
+        where = f"{path.relative_to(REPO)} ({doc.get('kind')})"
+        assert doc.get("apiVersion"), f"{where}: apiVersion missing"
+        assert doc.get("kind"), f"{where}: kind missing"
+        assert doc.get("metadata", {}).get("name"), f"{where}: metadata.name missing"
+
+
+def test_kustomizations_list_existing_files() -> None:
+    for kustomization in DEPLOY.rglob("kustomization.yaml"):
+        for resource in yaml.safe_load(kustomization.read_text())["resources"]:
+            assert (kustomization.parent / resource).exists(), f"{kustomization}: {resource} missing"
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl not installed")
+def test_kustomize_builds_offline() -> None:
+    out = subprocess.run(["kubectl", "kustomize", str(K8S)], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    kinds = {d["kind"] for d in yaml.safe_load_all(out.stdout) if d}
+    assert {"SparkApplication", "Service", "ServiceMonitor", "PrometheusRule", "ConfigMap",
+            "Deployment", "Role", "RoleBinding", "ServiceAccount"} <= kinds
+    assert all(d["metadata"].get("namespace") == "kafka-health"
+               for d in yaml.safe_load_all(out.stdout) if d)
+
+
+# --- the SparkApplication ------------------------------------------------------------
+
+def test_sparkapplication_v1beta2_required_fields() -> None:
+    app = _one("SparkApplication")
+    assert app["apiVersion"] == "sparkoperator.k8s.io/v1beta2"
+    spec = app["spec"]
+    for key in ("type", "mode", "image", "mainApplicationFile", "sparkVersion", "driver", "executor"):
+        assert spec.get(key), f"spec.{key} missing"
+    assert spec["type"] == "Python"
+    assert spec["mode"] == "cluster"
+    pinned = re.search(r'"pyspark>=(\d+\.\d+)', (REPO / "pyproject.toml").read_text()).group(1)
+    assert spec["sparkVersion"].startswith(pinned + "."), "sparkVersion differs from pyproject's pyspark"
+    policy = spec["restartPolicy"]
+    assert policy["type"] in ("Always", "OnFailure")
+    assert policy["onFailureRetryInterval"] >= 1 and policy["onSubmissionFailureRetryInterval"] >= 1
+    if policy["type"] == "OnFailure":
+        assert policy["onFailureRetries"] > 0 and policy["onSubmissionFailureRetries"] > 0
+    for role in ("driver", "executor"):
+        pod = spec[role]
+        assert isinstance(pod.get("cores"), int) and pod["cores"] >= 1
+        assert re.fullmatch(r"\d+[kmg]", pod["memory"])
+        for port in pod.get("ports", []):
+            assert set(port) == {"name", "containerPort", "protocol"}
+    assert spec["executor"]["instances"] >= 1
+
+
+def test_sparkapplication_runs_spark_main_with_the_mounted_config(tmp_path: Path) -> None:
+    spec = _one("SparkApplication")["spec"]
+    assert spec["mainApplicationFile"] == f"local://{IMAGE_MAIN}"
+    dockerfile = (DEPLOY / "docker" / "Dockerfile").read_text()
+    assert re.search(r"COPY deploy/spark_main\.py\b.* \./\n", dockerfile)
+    assert "WORKDIR /opt/kafka-health\n" in dockerfile
+    # The arguments are what spark_main.py accepts.
+    spark_main = _module(DEPLOY / "spark_main.py")
+    config_arg, verbose = spark_main.parse_args(spec["arguments"])
+    assert not verbose
+    # ... and point at the key of the mounted ConfigMap.
+    mounts = {m["name"]: m["mountPath"] for m in spec["driver"]["volumeMounts"]}
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    config_volume = next(n for n, v in volumes.items() if "configMap" in v)
+    assert config_arg == f"{mounts[config_volume]}/config.yaml"
+    assert volumes[config_volume]["configMap"]["name"] == "kafka-health-config"
+    config = _job_config(tmp_path)
+    assert config.spark.master is None
+    assert {"name": "KAFKA_HEALTH__SPARK__MASTER", "value": "null"} in spec["driver"]["env"]
+
+
+def test_shared_storage_and_secret_files(tmp_path: Path) -> None:
+    config = _job_config(tmp_path)
+    for location in (config.spark.checkpoint, config.delta.path):
+        assert re.match(r"(s3a|abfss|hdfs|gs)://", location), location
+    spec = _one("SparkApplication")["spec"]
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    for key, ref in config.source.secrets.items():
+        assert ref.file, f"source.secrets.{key} should be a file from a Secret"
+        for role in ("driver", "executor"):  # the Kafka source reads it on the executors
+            mounted = [m for m in spec[role]["volumeMounts"]
+                       if "secret" in volumes[m["name"]] and ref.file.startswith(m["mountPath"] + "/")]
+            assert mounted, f"{ref.file} is not on a Secret volume of the {role}"
+
+
+def test_metrics_port_is_consistent(tmp_path: Path) -> None:
+    config = _job_config(tmp_path)
+    assert config.exporter.enabled and config.exporter.bind == "0.0.0.0"
+    spec = _one("SparkApplication")["spec"]
+    ports = {p["name"]: p["containerPort"] for p in spec["driver"]["ports"]}
+    assert ports["metrics"] == config.exporter.port == 9464
+    service = _one("Service", "kafka-health-metrics")
+    driver_labels = spec["driver"]["labels"]
+    assert service["spec"]["selector"].items() <= driver_labels.items()
+    assert not service["spec"]["selector"].items() <= spec["executor"]["labels"].items()
+    (port,) = service["spec"]["ports"]
+    assert port["name"] == "metrics" and port["targetPort"] == "metrics" and port["port"] == 9464
+    monitor = _one("ServiceMonitor")
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    assert [e["port"] for e in monitor["spec"]["endpoints"]] == ["metrics"]
+    assert service["metadata"]["labels"][monitor["spec"]["jobLabel"]] == "kafka-health"
+    # The static scrape config and the Dockerfile agree too.
+    prom = yaml.safe_load((DEPLOY / "prometheus" / "prometheus.yml").read_text())
+    job = next(j for j in prom["scrape_configs"] if j["job_name"] == "kafka-health")
+    assert job["static_configs"][0]["targets"] == [f"{service['metadata']['name']}:9464"]
+    assert "EXPOSE 9464" in (DEPLOY / "docker" / "Dockerfile").read_text()
+
+
+# --- generated manifests -------------------------------------------------------------
+
+def test_prometheusrule_is_generated_from_alerts() -> None:
+    generator = _module(K8S / "generate_prometheusrule.py")
+    assert (K8S / "prometheusrule.yaml").read_text() == generator.build(), (
+        "deploy/k8s/prometheusrule.yaml is stale: run deploy/k8s/generate_prometheusrule.py")
+    rule = _one("PrometheusRule")
+    source = yaml.safe_load((REPO / "alerts" / "kafka-health.rules.yml").read_text())
+    assert rule["spec"]["groups"] == source["groups"]
+
+
+def test_configmaps_are_generated_from_sources() -> None:
+    generator = _module(K8S / "generate_configmaps.py")
+    for path, text in generator.build().items():
+        assert path.read_text() == text, f"{path.relative_to(REPO)} is stale: run {generator.__file__}"
+    assert _configmap_data("alertmanager-config")["alertmanager.yml"] == \
+        (REPO / "alerts" / "alertmanager.yml").read_text()
+    dashboards = _configmap_data("grafana-dashboards-kafka-health")
+    assert sorted(dashboards) == sorted(p.name for p in (REPO / "dashboards").glob("*.json"))
+
+
+def _promtool() -> str:
+    found = shutil.which("promtool")
+    if found is None:
+        pytest.skip("promtool not installed (deploy/install-prometheus.sh installs it)")
+    return found
+
+
+def test_prometheusrule_passes_promtool(tmp_path: Path) -> None:
+    promtool = _promtool()
+    rules = tmp_path / "rules.yml"
+    rules.write_text(yaml.safe_dump({"groups": _one("PrometheusRule")["spec"]["groups"]}))
+    out = subprocess.run([promtool, "check", "rules", str(rules)], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_prometheus_config_passes_promtool(tmp_path: Path) -> None:
+    promtool = _promtool()
+    text = (DEPLOY / "prometheus" / "prometheus.yml").read_text()
+    assert "/etc/prometheus/alerts/*.rules.yml" in text
+    alerts = tmp_path / "alerts"
+    shutil.copytree(REPO / "alerts", alerts, ignore=shutil.ignore_patterns("runbooks", "tests"))
+    config = tmp_path / "prometheus.yml"
+    config.write_text(text.replace("/etc/prometheus/alerts", str(alerts)))
+    out = subprocess.run([promtool, "check", "config", str(config)], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "1 rule files found" in out.stdout + out.stderr
+
+
+# --- Alertmanager: the PagerDuty key lands where routing_key_file expects it ---------
+
+def _routing_key_files() -> set[str]:
+    am = yaml.safe_load((REPO / "alerts" / "alertmanager.yml").read_text())
+    files = {c["routing_key_file"] for r in am["receivers"] for c in r.get("pagerduty_configs", [])}
+    assert files, "alerts/alertmanager.yml has no routing_key_file"
+    return files
+
+
+def test_alertmanager_deployment_mounts_config_and_routing_key() -> None:
+    pod = _one("Deployment", "alertmanager")["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    provided = set()
+    for mount in container["volumeMounts"]:
+        secret = volumes[mount["name"]].get("secret")
+        if secret:
+            provided |= {f"{mount['mountPath']}/{item['path']}" for item in secret["items"]}
+    assert _routing_key_files() <= provided
+    config_flag = next(a for a in container["args"] if a.startswith("--config.file="))
+    config_path = config_flag.split("=", 1)[1]
+    config_mount = next(m for m in container["volumeMounts"]
+                        if volumes[m["name"]].get("configMap", {}).get("name") == "alertmanager-config")
+    assert config_path == f"{config_mount['mountPath']}/alertmanager.yml"
+
+
+# --- compose -------------------------------------------------------------------------
+
+def _expand(value: str) -> str:
+    """${VAR:-default} -> $VAR or default, as compose does."""
+    return re.sub(r"\$\{(\w+):-([^}]*)\}", lambda m: os.environ.get(m.group(1), m.group(2)), value)
+
+
+def test_compose_stack() -> None:
+    compose_file = DEPLOY / "compose.yaml"
+    docker = shutil.which("docker")
+    if docker and subprocess.run([docker, "compose", "version"], capture_output=True,
+                                 timeout=30).returncode == 0:
+        out = subprocess.run([docker, "compose", "-f", str(compose_file), "config", "--quiet"],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+    compose = yaml.safe_load(compose_file.read_text())
+    services = compose["services"]
+    assert {"broker", "job", "prometheus", "alertmanager", "grafana"} <= set(services)
+    named_volumes = set(compose.get("volumes") or {})
+    for name, service in services.items():
+        assert service.get("image") or service.get("build"), f"{name}: no image or build"
+        build = service.get("build")
+        if build:
+            context = (DEPLOY / build["context"]).resolve()
+            assert (context / build["dockerfile"]).is_file(), f"{name}: Dockerfile missing"
+        for volume in service.get("volumes", []):
+            source = _expand(volume).split(":")[0]
+            if source.startswith((".", "/")):
+                assert (DEPLOY / source).resolve().exists(), f"{name}: {source} does not exist"
+            else:
+                assert source in named_volumes, f"{name}: volume {source} not declared"
+        mode = service.get("network_mode", "")
+        if mode.startswith("service:"):
+            assert mode.split(":", 1)[1] in services
+    assert services["broker"]["command"][:2] == ["kafka-health", "broker"]
+    assert services["job"]["command"][:2] == ["kafka-health", "run"]
+    # Prometheus reaches the job under the name its scrape config uses.
+    assert "kafka-health-metrics" in services["broker"]["networks"]["default"]["aliases"]
+    # Alertmanager gets the routing key where alerts/alertmanager.yml reads it.
+    targets = {_expand(v).split(":")[1] for v in services["alertmanager"]["volumes"]}
+    assert _routing_key_files() <= targets
+
+
+def test_compose_job_environment_is_a_valid_config() -> None:
+    job = yaml.safe_load((DEPLOY / "compose.yaml").read_text())["services"]["job"]
+    config = load_config(DEPLOY / "config.example.yaml",
+                         environ={k: str(v) for k, v in job["environment"].items()})
+    assert config.exporter.bind == "0.0.0.0" and config.source.embedded_broker
+
+
+# --- spark-submit.sh and spark_main.py ----------------------------------------------
+
+def test_spark_submit_script_syntax_and_help() -> None:
+    assert subprocess.run(["bash", "-n", str(SUBMIT)], timeout=30).returncode == 0
+    out = subprocess.run(["bash", str(SUBMIT), "--help"], capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0
+    for word in ("Usage:", "--config", "--master", "cluster", "KAFKA_HEALTH_SCHEMAS", "DELTA_SPARK",
+                 "KAFKA_SOURCE", "spark.pyspark.python", "s3a://"):
+        assert word in out.stdout, word
+
+
+def _dry_run(tmp_path: Path, *args: str, env: dict[str, str] | None = None,
+             config: str | None = None) -> subprocess.CompletedProcess[str]:
+    path = tmp_path / "prod.yaml"
+    path.write_text(config if config is not None else
+                    "spark: {checkpoint: s3a://b/kh/checkpoint}\ndelta: {path: abfss://c@a.dfs.core.windows.net/kh}\n")
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("KAFKA_HEALTH")}
+    return subprocess.run(["bash", str(SUBMIT), "--config", str(path), "--dry-run", *args],
+                          capture_output=True, text=True, timeout=60,
+                          env={**clean, "TMPDIR": str(tmp_path), "KAFKA_HEALTH_PYTHON": sys.executable,
+                               **(env or {})})
+
+
+def test_spark_submit_dry_run_yarn_cluster(tmp_path: Path) -> None:
+    out = _dry_run(tmp_path, "--master", "yarn", "--", "--num-executors", "3",
+                   env={"DELTA_SPARK": "1", "KAFKA_SOURCE": "spark",
+                        "KAFKA_HEALTH__SOURCE__BOOTSTRAP_SERVERS": "k1:9093"})
+    assert out.returncode == 0, out.stderr
+    cmd = out.stdout.replace("\\", "")  # printf %q escapes
+    for part in ("--deploy-mode cluster", "--py-files", "metrics_schemas.zip#metrics_schemas",
+                 "--files", "spark.pyspark.python=python3",
+                 "spark.executorEnv.KAFKA_HEALTH_SCHEMAS=metrics_schemas",
+                 "spark.yarn.appMasterEnv.KAFKA_HEALTH_SCHEMAS=metrics_schemas",
+                 "spark.yarn.appMasterEnv.KAFKA_HEALTH__DELTA__ENGINE=delta-spark",
+                 "spark.yarn.appMasterEnv.KAFKA_HEALTH__SOURCE__ENGINE=spark",
+                 "spark.yarn.appMasterEnv.KAFKA_HEALTH__SPARK__MASTER=null",
+                 "spark.yarn.appMasterEnv.KAFKA_HEALTH__EXPORTER__BIND=0.0.0.0",
+                 "spark.yarn.appMasterEnv.KAFKA_HEALTH__SOURCE__BOOTSTRAP_SERVERS=k1:9093",
+                 "spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension",
+                 "--num-executors 3", "deploy/spark_main.py --config kafka-health.yaml"):
+        assert part in cmd, part
+    build = Path(re.search(r"artifacts kept in (\S+)", out.stderr).group(1))
+    with zipfile.ZipFile(build / "kafka_health.zip") as z:
+        names = z.namelist()
+    assert "streaming/cli.py" in names and "metrics_schemas/catalog.yaml" in names
+    assert not any("__pycache__" in n for n in names)
+    with zipfile.ZipFile(build / "metrics_schemas.zip") as z:
+        assert "catalog.yaml" in z.namelist()
+
+
+def test_spark_submit_k8s_uses_driver_env(tmp_path: Path) -> None:
+    out = _dry_run(tmp_path, "--master", "k8s://https://k8s.example:443")
+    assert out.returncode == 0, out.stderr
+    assert "spark.kubernetes.driverEnv.KAFKA_HEALTH_SCHEMAS=metrics_schemas" in out.stdout
+    assert "spark.kubernetes.submission.waitAppCompletion=false" in out.stdout
+
+
+def test_spark_submit_refuses_what_cannot_work(tmp_path: Path) -> None:
+    local = _dry_run(tmp_path, "--master", "yarn", config="spark: {checkpoint: data/checkpoint}\n")
+    assert local.returncode == 2 and "shared storage" in local.stderr
+    standalone = _dry_run(tmp_path, "--master", "spark://m:7077", "--deploy-mode", "cluster")
+    assert standalone.returncode == 2 and "YARN or Kubernetes" in standalone.stderr
+    typo = _dry_run(tmp_path, "--master", "yarn", config="spark: {checkpointt: s3a://x}\n")
+    assert typo.returncode == 2 and "Did you mean 'checkpoint'" in typo.stderr
+    client = _dry_run(tmp_path, "--master", "spark://m:7077")
+    assert client.returncode == 0 and "--deploy-mode client" in client.stdout
+
+
+def test_spark_main_finds_config_and_schemas(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    spark_main = _module(DEPLOY / "spark_main.py")
+    (tmp_path / "kafka-health.yaml").write_text("{}\n")
+    assert spark_main.resolve_config("kafka-health.yaml", cwd=tmp_path) == tmp_path / "kafka-health.yaml"
+    assert spark_main.resolve_config("/elsewhere/kafka-health.yaml", cwd=tmp_path).parent == tmp_path
+    with pytest.raises(FileNotFoundError, match="--files"):
+        spark_main.resolve_config("missing.yaml", cwd=tmp_path)
+    # Relative KAFKA_HEALTH_SCHEMAS (an unpacked --archives) becomes absolute for the driver.
+    shutil.copytree(REPO / "metrics_schemas", tmp_path / "unpacked")
+    env = {"KAFKA_HEALTH_SCHEMAS": "unpacked"}
+    assert spark_main.resolve_schemas(env, cwd=tmp_path) == tmp_path / "unpacked"
+    assert env["KAFKA_HEALTH_SCHEMAS"] == str((tmp_path / "unpacked").resolve())
+    # Only the --py-files zip: extracted. (The repo checkout fallback is hidden by a fake __file__.)
+    zipped = tmp_path / "kafka_health.zip"
+    with zipfile.ZipFile(zipped, "w") as z:
+        for path in (REPO / "metrics_schemas").iterdir():
+            z.write(path, f"metrics_schemas/{path.name}")
+    monkeypatch.setattr(spark_main, "__file__", str(tmp_path / "x" / "y" / "spark_main.py"))
+    env = {}
+    found = spark_main.resolve_schemas(env, cwd=tmp_path / "empty", search_path=[str(zipped)])
+    assert (found / "catalog.yaml").read_text() == (REPO / "metrics_schemas" / "catalog.yaml").read_text()
+    with pytest.raises(FileNotFoundError, match="--archives"):
+        spark_main.resolve_schemas({}, cwd=tmp_path / "empty", search_path=[])
+
+
+def test_spark_main_hands_over_to_the_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    spark_main = _module(DEPLOY / "spark_main.py")
+    (tmp_path / "kafka-health.yaml").write_text("{}\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("KAFKA_HEALTH_SCHEMAS", str(REPO / "metrics_schemas"))
+    calls = []
+    import streaming.cli
+
+    monkeypatch.setattr(streaming.cli, "main", lambda argv: calls.append(argv) or 0)
+    assert spark_main.main(["--config", "kafka-health.yaml", "-v"]) == 0
+    assert calls == [["-v", "run", "--config", str(tmp_path / "kafka-health.yaml")]]
+    assert spark_main.main(["--config", "nope.yaml"]) == 2
+
+
+def test_image_entrypoint_syntax() -> None:
+    assert subprocess.run(["bash", "-n", str(DEPLOY / "docker" / "entrypoint.sh")],
+                          timeout=30).returncode == 0
