@@ -7,6 +7,7 @@ from metrics_schemas/exported_metrics.yaml; labels stay bounded (cluster, broker
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from datetime import datetime
 from typing import Any
@@ -63,6 +64,8 @@ class Exporter:
         self._broker_window: dict[tuple[str, str], datetime] = {}
         self._broker_last_ts: dict[tuple[str, str], datetime] = {}
         self._cluster_window: dict[str, datetime] = {}
+        self._headroom_at: dict[tuple[str, str], datetime] = {}
+        self._binding: dict[tuple[str, str], str] = {}
         self.server: Any = None
 
     def start(self, bind: str, port: int) -> None:
@@ -101,6 +104,38 @@ class Exporter:
                     value = row.get(column)
                     if value is not None:
                         self.gauges[gauge].labels(cluster).set(value)
+
+    def update_headroom(self, rows: list[dict[str, Any]]) -> None:
+        """Newest evaluation per broker; a binding bound that changed drops its old series."""
+        from streaming.headroom.model import BOUND_ORDER
+
+        with self._lock:
+            for row in sorted(rows, key=lambda r: r["evaluated_at"]):
+                key = (row["cluster"], row["broker"])
+                if row["evaluated_at"] < self._headroom_at.get(key, row["evaluated_at"]):
+                    continue
+                self._headroom_at[key] = row["evaluated_at"]
+                ceiling = self.gauges["kafka_health_partition_ceiling"]
+                for bound in BOUND_ORDER:
+                    value = row.get(f"ceiling_{bound}")
+                    if value is None:
+                        _remove(ceiling, *key, bound)
+                    else:
+                        ceiling.labels(*key, bound).set(value)
+                ratio = self.gauges["kafka_health_partition_headroom_ratio"]
+                previous = self._binding.get(key)
+                if previous is not None and previous != row["binding_bound"]:
+                    _remove(ratio, *key, previous)
+                self._binding[key] = row["binding_bound"]
+                if row["binding_ceiling"]:
+                    ratio.labels(*key, row["binding_bound"]).set(
+                        row["headroom"] / row["binding_ceiling"])
+                self.gauges["kafka_health_partition_headroom"].labels(*key).set(row["headroom"])
+                days = self.gauges["kafka_health_days_to_partition_ceiling"]
+                if row["days_to_ceiling"] is None:
+                    _remove(days, *key)
+                else:
+                    days.labels(*key).set(row["days_to_ceiling"])
 
     def update_staleness(self, stale_after_seconds: float) -> list[tuple[str, str, float]]:
         """Flag brokers whose newest sample lags their cluster's newest by too much.
@@ -145,3 +180,9 @@ class Exporter:
     def count(self, name: str, amount: float = 1.0, **labels: str) -> None:
         counter = self.counters[name]
         (counter.labels(**labels) if labels else counter).inc(amount)
+
+
+def _remove(gauge: Gauge, *labels: str) -> None:
+    """Drop a series: absent means "not computable", which a stale zero would hide."""
+    with contextlib.suppress(KeyError):
+        gauge.remove(*labels)

@@ -30,6 +30,7 @@ from streaming.config import Config
 from streaming.decode.records import DecodeContext, reason_category
 from streaming.decode.stage import decode_stage
 from streaming.exporter import Exporter
+from streaming.headroom.stage import HeadroomTracker
 from streaming.quality import BronzeValidator
 from streaming.signals.broker import SIGNAL_METRICS, broker_signals
 from streaming.signals.cluster import cluster_signals
@@ -38,7 +39,8 @@ from streaming.sinks.delta_rs import DeltaRsTable
 from streaming.source.reader import read_metrics_stream
 
 LOG = logging.getLogger("kafka_health.job")
-TABLES = ("bronze", "quarantine", "broker_signals", "cluster_signals", "incidents", "dq_results")
+TABLES = ("bronze", "quarantine", "broker_signals", "cluster_signals", "incidents", "dq_results",
+          "partition_headroom")
 TS = pa.timestamp("us", "UTC")
 
 
@@ -96,6 +98,8 @@ class BatchProcessor:
                        for name in TABLES}
         for table in self.tables.values():
             table.ensure()
+        self.headroom = HeadroomTracker(self.config.clusters,
+                                        lambda f, cols: self.tables["partition_headroom"].read(f, cols))
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         decoded = batch.toArrow()
@@ -176,10 +180,14 @@ class BatchProcessor:
         )
         cluster_rows = cluster_signals(self.spark.createDataFrame(stored)).toArrow()
         self.tables["cluster_signals"].upsert(cluster_rows, batch_id)
+        headroom_rows = self.headroom.evaluate(broker_rows.to_pylist())
+        if headroom_rows:
+            self.tables["partition_headroom"].upsert(pa.Table.from_pylist(headroom_rows), batch_id)
         self.update_incidents(clusters, first, last, batch_id)
         if self.exporter is not None:
             self.exporter.update_brokers(broker_rows.to_pylist())
             self.exporter.update_clusters(cluster_rows.to_pylist())
+            self.exporter.update_headroom(headroom_rows)
             self.exporter.update_staleness(cfg.stale_after_intervals * cfg.scrape_interval_seconds)
             open_now = self.tables["incidents"].read(
                 ds.field("cluster").isin(clusters) & ds.field("resolved_at").is_null(),

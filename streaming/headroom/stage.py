@@ -1,0 +1,98 @@
+"""Headroom rows from broker signal rows, evaluated as the stream updates each window.
+
+The model is pure (model.py); this module feeds it the broker's current state and its
+partition history. The history lives in the partition_headroom table itself and is kept
+in memory per broker for the look-back, loaded once per cluster after a (re)start, so
+a restart forecasts exactly as an uninterrupted run would.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+
+from streaming.headroom.model import (
+    BOUND_ORDER,
+    BrokerSnapshot,
+    HeadroomConfig,
+    broker_headroom,
+    forecast,
+    make_config,
+)
+
+TS = pa.timestamp("us", "UTC")
+
+
+def _int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+class HeadroomTracker:
+    def __init__(self, cluster_overrides: dict[str, dict[str, Any]],
+                 read_history: Callable[[ds.Expression, list[str]], pa.Table]) -> None:
+        self.cluster_overrides = cluster_overrides
+        self.read_history = read_history
+        self.configs: dict[str, HeadroomConfig] = {}
+        self.history: dict[tuple[str, str], dict[datetime, int]] = {}
+
+    def config(self, cluster: str) -> HeadroomConfig:
+        if cluster not in self.configs:
+            self.configs[cluster] = make_config(self.cluster_overrides.get(cluster))
+            self._load_history(cluster, self.configs[cluster])
+        return self.configs[cluster]
+
+    def _load_history(self, cluster: str, config: HeadroomConfig) -> None:
+        since = datetime.now(UTC) - timedelta(days=config.forecast_lookback_days)
+        rows = self.read_history(
+            (ds.field("cluster") == cluster) & (ds.field("evaluated_at") >= pa.scalar(since, TS)),
+            ["cluster", "broker", "evaluated_at", "partitions"],
+        )
+        for row in rows.to_pylist():
+            if row["partitions"] is not None:
+                self.history.setdefault((cluster, row["broker"]), {})[row["evaluated_at"]] = int(
+                    row["partitions"])
+
+    def evaluate(self, broker_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """One partition_headroom row per broker signal row that has partition counts."""
+        out = []
+        now = datetime.now(UTC)
+        for row in sorted(broker_rows, key=lambda r: r["window_start"]):
+            if row.get("partition_count_last") is None or row.get("leader_count_last") is None:
+                continue
+            cluster, broker, at = row["cluster"], row["broker"], row["window_start"]
+            config = self.config(cluster)
+            snapshot = BrokerSnapshot(
+                broker=broker, partitions=int(row["partition_count_last"]),
+                leaders=int(row["leader_count_last"]),
+                log_segments=_int(row.get("log_segments_last")),
+                open_fds=_int(row.get("open_fds_last")), max_fds=_int(row.get("max_fds_last")),
+            )
+            result = broker_headroom(snapshot, config)
+            points = self.history.setdefault((cluster, broker), {})
+            points[at] = snapshot.partitions
+            horizon = at - timedelta(days=config.forecast_lookback_days)
+            for old in [t for t in points if t < horizon]:
+                del points[old]
+            history = sorted((t, p) for t, p in points.items() if t <= at)
+            outlook = forecast(history, result.binding_ceiling, config)
+            out.append({
+                "cluster": cluster, "broker": broker, "evaluated_at": at,
+                "partitions": float(snapshot.partitions), "leaders": float(snapshot.leaders),
+                "log_segments": None if snapshot.log_segments is None
+                else float(snapshot.log_segments),
+                **{f"ceiling_{bound}": None if result.ceilings.get(bound) is None
+                   else float(result.ceilings[bound]) for bound in BOUND_ORDER},
+                "leader_ceiling": float(result.leader_ceiling),
+                "binding_bound": result.binding_bound,
+                "binding_ceiling": float(result.binding_ceiling),
+                "headroom": float(result.headroom),
+                "headroom_pct": result.headroom_pct,
+                "growth_per_day": outlook.slope_per_day,
+                "days_to_ceiling": outlook.days_to_ceiling,
+                "updated_at": now,
+            })
+        return out
