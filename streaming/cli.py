@@ -4,6 +4,8 @@
   kafka-health run --config FILE    the production job against your Kafka
   kafka-health broker               only the embedded broker, until Ctrl-C
   kafka-health simulate ...         produce a model cluster's metrics to a topic
+  kafka-health headroom             partition headroom per broker, with a PNG chart
+  kafka-health report               static HTML report of the last hours from the Delta tables
   kafka-health check-config FILE    validate a config and print it with secrets masked
 """
 
@@ -52,7 +54,8 @@ def _model(args: argparse.Namespace):  # noqa: ANN202 - imported lazily
 
 
 def demo_events(brokers: int, period: float = 300.0):  # noqa: ANN201
-    """A fault cycle so the demo shows something: one follower down, then a second, then back."""
+    """A fault cycle so the demo shows something: one follower down, then a second, then back;
+    and steady partition growth so the headroom forecast has a trend."""
     from streaming.simulate.runner import Event
 
     if brokers < 3:
@@ -61,6 +64,8 @@ def demo_events(brokers: int, period: float = 300.0):  # noqa: ANN201
     for cycle in range(288):  # a day of cycles
         base = cycle * period
         events += [
+            Event(base + 30, lambda m: m.add_partitions("topic-0", 3), "3 partitions added"),
+            Event(base + 150, lambda m: m.add_partitions("topic-0", 3), "3 partitions added"),
             Event(base + 60, lambda m: m.broker_down(brokers), f"broker {brokers} down"),
             Event(base + 120, lambda m: m.broker_down(brokers - 1),
                   f"broker {brokers - 1} down (under-min-ISR)"),
@@ -180,6 +185,28 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_headroom(args: argparse.Namespace) -> int:
+    from streaming.report import format_headroom_table, headroom_table, write_headroom_chart
+
+    root = args.delta or load_config(args.config).delta.path
+    print(format_headroom_table(headroom_table(root, cluster=args.cluster)))
+    if args.png:
+        try:
+            print(f"chart: {write_headroom_chart(root, args.png, cluster=args.cluster)}")
+        except LookupError as err:
+            print(f"no chart: {err}")
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from streaming.report import write_report
+
+    root = args.delta or load_config(args.config).delta.path
+    index = write_report(root, args.out, hours=args.hours, cluster=args.cluster)
+    print(f"report: {index}")
+    return 0
+
+
 def cmd_check_config(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     print(json.dumps(redacted(config), indent=2, default=str))
@@ -234,6 +261,29 @@ def build_parser() -> argparse.ArgumentParser:
     simulate.add_argument("--truth", help="write ground truth per window to this JSONL file")
     _add_model_args(simulate)
     simulate.set_defaults(func=cmd_simulate)
+
+    headroom = sub.add_parser(
+        "headroom", help="partition headroom per broker: ceilings, binding bound, forecast",
+        description="Print the newest partition_headroom row per broker (every bound's "
+        "ceiling, the binding one, headroom, growth per day, days to the ceiling) and "
+        "optionally a PNG of partitions over time against each ceiling.")
+    headroom.add_argument("--config", help="YAML config (for delta.path)")
+    headroom.add_argument("--delta", help="Delta root instead of the config's delta.path")
+    headroom.add_argument("--cluster", help="only this cluster")
+    headroom.add_argument("--png", default="headroom.png",
+                          help="write the chart here (default: headroom.png; '' for none)")
+    headroom.set_defaults(func=cmd_headroom)
+
+    report = sub.add_parser("report", help="static HTML report of the last N hours",
+                            description="Incidents timeline, per-broker and cluster signals, "
+                            "headroom and quarantine from the Delta tables, as index.html "
+                            "with PNG charts (no external resources).")
+    report.add_argument("--config", help="YAML config (for delta.path)")
+    report.add_argument("--delta", help="Delta root instead of the config's delta.path")
+    report.add_argument("--out", default="report", help="output folder (default: report)")
+    report.add_argument("--hours", type=float, default=6.0, help="look-back (default: 6)")
+    report.add_argument("--cluster", help="only this cluster")
+    report.set_defaults(func=cmd_report)
 
     check = sub.add_parser("check-config", help="validate a config file")
     check.add_argument("config")
