@@ -26,6 +26,7 @@ import pyarrow.dataset as ds
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 
+from streaming import failpoints
 from streaming.config import Config
 from streaming.decode.records import DecodeContext, reason_category
 from streaming.decode.stage import decode_stage
@@ -107,6 +108,7 @@ class BatchProcessor:
         bronze = decoded.filter(good)
         rejected = decoded.filter(pc.invert(good))
         self.tables["bronze"].append(bronze, batch_id)
+        failpoints.hit("bronze_committed")
         if rejected.num_rows:
             quarantine = pa.table({
                 "ingest_ts": rejected["ingest_ts"],
@@ -173,6 +175,7 @@ class BatchProcessor:
         in_range = (signals["window_start"] >= first) & (signals["window_start"] <= last)
         broker_rows = signals.where(in_range).toArrow()
         self.tables["broker_signals"].upsert(broker_rows, batch_id)
+        failpoints.hit("broker_signals_committed")
         stored = self.tables["broker_signals"].read(
             ds.field("cluster").isin(clusters)
             & (ds.field("window_start") >= pa.scalar(first, pa.timestamp("us", "UTC")))
@@ -184,6 +187,7 @@ class BatchProcessor:
         if headroom_rows:
             self.tables["partition_headroom"].upsert(pa.Table.from_pylist(headroom_rows), batch_id)
         self.update_incidents(clusters, first, last, batch_id)
+        failpoints.hit("incidents_committed")
         if self.exporter is not None:
             self.exporter.update_brokers(broker_rows.to_pylist())
             self.exporter.update_clusters(cluster_rows.to_pylist())

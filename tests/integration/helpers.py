@@ -11,7 +11,7 @@ import pandas as pd
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
-from streaming.config import load_config
+from streaming.config import Config, load_config
 from streaming.exporter import Exporter
 from streaming.job import Job
 from tests.conftest import wait_for
@@ -40,8 +40,9 @@ def count(root: str | Path, name: str) -> int:
 
 
 @contextmanager
-def running_job(spark: Any, env: dict[str, str], exporter: Exporter | None = None):
-    job = Job(load_config(None, environ=env), spark=spark, exporter=exporter, printer=None)
+def running_job(spark: Any, env: dict[str, str] | Config, exporter: Exporter | None = None):
+    config = env if isinstance(env, Config) else load_config(None, environ=env)
+    job = Job(config, spark=spark, exporter=exporter, printer=None)
     job.start()
     try:
         yield job
