@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from streaming.broker import free_port
-from tests.conftest import wait_for
 from streaming.config import load_config
+from tests.conftest import wait_for
 from tests.integration.helpers import count, running_job, table
 from tests.integration.test_restart import start_job
 from tests.integration.test_skeleton import faulted_simulation
