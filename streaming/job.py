@@ -14,7 +14,8 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -68,6 +69,15 @@ def build_spark(config: Config) -> SparkSession:
     return spark
 
 
+@contextmanager
+def stopwatch(timings: dict[str, float], name: str) -> Iterator[None]:
+    started = time.perf_counter()
+    try:
+        yield
+    finally:
+        timings[name] = timings.get(name, 0.0) + time.perf_counter() - started
+
+
 @dataclass
 class BatchStats:
     batch_id: int = -1
@@ -76,7 +86,7 @@ class BatchStats:
     quarantined: int = 0
     finished_at: float = 0.0
     newest_event: datetime | None = None
-    history: list[int] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
 
 
 class BatchProcessor:
@@ -88,6 +98,7 @@ class BatchProcessor:
         self.config = config
         self.exporter = exporter
         self.stats = BatchStats()
+        self.timings: dict[str, float] = {}
         self.validator = BronzeValidator(config.quality.validate_every_n_batches,
                                          config.quality.sample_rows)
         self.set_app_id(app_id)
@@ -103,11 +114,14 @@ class BatchProcessor:
                                         lambda f, cols: self.tables["partition_headroom"].read(f, cols))
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
-        decoded = batch.toArrow()
+        self.timings = timings = {}
+        with stopwatch(timings, "read+decode"):
+            decoded = batch.toArrow()
         good = pc.is_null(decoded["reject_reason"])
         bronze = decoded.filter(good)
         rejected = decoded.filter(pc.invert(good))
-        self.tables["bronze"].append(bronze, batch_id)
+        with stopwatch(timings, "bronze"):
+            self.tables["bronze"].append(bronze, batch_id)
         failpoints.hit("bronze_committed")
         if rejected.num_rows:
             quarantine = pa.table({
@@ -123,15 +137,19 @@ class BatchProcessor:
                 for reason in rejected["reject_reason"].to_pylist():
                     self.exporter.count("kafka_health_pipeline_quarantined_records_total",
                                         reason=reason_category(reason))
-        if bronze.num_rows and self.validator.due(batch_id):
-            self.check_quality(bronze, batch_id)
         if bronze.num_rows:
             self.update_signals(bronze, batch_id)
+        if bronze.num_rows and self.validator.due(batch_id):
+            with stopwatch(timings, "quality"):
+                self.check_quality(bronze, batch_id)
         self.stats = BatchStats(
             batch_id=batch_id, input_rows=decoded.num_rows, bronze_rows=bronze.num_rows,
             quarantined=rejected.num_rows, finished_at=time.time(),
             newest_event=pc.max(bronze["ts"]).as_py() if bronze.num_rows else None,
+            timings=timings,
         )
+        LOG.debug("batch %d timings: %s", batch_id,
+                  ", ".join(f"{k} {v:.2f}s" for k, v in timings.items()))
 
     def check_quality(self, bronze: pa.Table, batch_id: int) -> None:
         """Validate a sample; a failing suite is reported, never a reason to stop the job."""
@@ -168,35 +186,46 @@ class BatchProcessor:
             & ds.field("cluster").isin(clusters)
             & ds.field("metric").isin(SIGNAL_METRICS)
         )
-        samples = self.tables["bronze"].read(window_filter)
+        timings = self.timings
+        with stopwatch(timings, "slice"):
+            samples = self.tables["bronze"].read(window_filter)
         if samples.num_rows == 0:
             return
-        signals = broker_signals(self.spark.createDataFrame(samples), cfg)
-        in_range = (signals["window_start"] >= first) & (signals["window_start"] <= last)
-        broker_rows = signals.where(in_range).toArrow()
-        self.tables["broker_signals"].upsert(broker_rows, batch_id)
+        with stopwatch(timings, "broker_signals"):
+            signals = broker_signals(self.spark.createDataFrame(samples), cfg)
+            in_range = (signals["window_start"] >= first) & (signals["window_start"] <= last)
+            broker_rows = signals.where(in_range).toArrow()
+            self.tables["broker_signals"].upsert(broker_rows, batch_id)
         failpoints.hit("broker_signals_committed")
-        stored = self.tables["broker_signals"].read(
-            ds.field("cluster").isin(clusters)
-            & (ds.field("window_start") >= pa.scalar(first, pa.timestamp("us", "UTC")))
-            & (ds.field("window_start") <= pa.scalar(last, pa.timestamp("us", "UTC")))
-        )
-        cluster_rows = cluster_signals(self.spark.createDataFrame(stored)).toArrow()
-        self.tables["cluster_signals"].upsert(cluster_rows, batch_id)
-        headroom_rows = self.headroom.evaluate(broker_rows.to_pylist())
-        if headroom_rows:
-            self.tables["partition_headroom"].upsert(pa.Table.from_pylist(headroom_rows), batch_id)
-        self.update_incidents(clusters, first, last, batch_id)
+        exporter = self.exporter
+        if exporter is not None:  # gauges first: paging latency must not wait for the rest
+            exporter.update_brokers(broker_rows.to_pylist())
+            exporter.update_staleness(cfg.stale_after_intervals * cfg.scrape_interval_seconds)
+        with stopwatch(timings, "cluster_signals"):
+            stored = self.tables["broker_signals"].read(
+                ds.field("cluster").isin(clusters)
+                & (ds.field("window_start") >= pa.scalar(first, TS))
+                & (ds.field("window_start") <= pa.scalar(last, TS))
+            )
+            cluster_rows = cluster_signals(self.spark.createDataFrame(stored)).toArrow()
+            self.tables["cluster_signals"].upsert(cluster_rows, batch_id)
+        if exporter is not None:
+            exporter.update_clusters(cluster_rows.to_pylist())
+        with stopwatch(timings, "headroom"):
+            headroom_rows = self.headroom.evaluate(broker_rows.to_pylist())
+            if headroom_rows:
+                self.tables["partition_headroom"].upsert(pa.Table.from_pylist(headroom_rows),
+                                                         batch_id)
+        if exporter is not None:
+            exporter.update_headroom(headroom_rows)
+        with stopwatch(timings, "incidents"):
+            self.update_incidents(clusters, first, last, batch_id)
         failpoints.hit("incidents_committed")
-        if self.exporter is not None:
-            self.exporter.update_brokers(broker_rows.to_pylist())
-            self.exporter.update_clusters(cluster_rows.to_pylist())
-            self.exporter.update_headroom(headroom_rows)
-            self.exporter.update_staleness(cfg.stale_after_intervals * cfg.scrape_interval_seconds)
+        if exporter is not None:
             open_now = self.tables["incidents"].read(
                 ds.field("cluster").isin(clusters) & ds.field("resolved_at").is_null(),
                 columns=["cluster", "kind"])
-            self.exporter.update_open_incidents(clusters, open_now.to_pylist())
+            exporter.update_open_incidents(clusters, open_now.to_pylist())
 
     def update_incidents(self, clusters: list[str], first: datetime, last: datetime,
                          batch_id: int) -> None:
@@ -296,7 +325,8 @@ class ProgressListener(StreamingQueryListener):
             self.printer(
                 f"batch {progress.batchId}: {rows} records -> {stats.bronze_rows} samples, "
                 f"{stats.quarantined} quarantined, {rate:,.0f} records/s, {duration:.2f}s, "
-                f"newest event {newest}, source lag {lag if lag is not None else '?'}"
+                f"newest event {newest}, source lag {lag if lag is not None else '?'} ["
+                + " ".join(f"{k} {v:.2f}s" for k, v in stats.timings.items()) + "]"
             )
 
     def onQueryIdle(self, event: Any) -> None:
