@@ -32,8 +32,12 @@ class MetricDef:
         return "gauge"
 
 
+@functools.lru_cache(maxsize=65536)
 def parse_object_name(object_name: str) -> tuple[str, dict[str, str]]:
-    """Split a JMX ObjectName into its domain and key properties (quoted values unquoted)."""
+    """Split a JMX ObjectName into its domain and key properties (quoted values unquoted).
+
+    Cached: a fleet repeats the same few thousand names every scrape. Callers must not
+    mutate the returned dict."""
     domain, sep, rest = object_name.partition(":")
     if not sep or not domain:
         raise ValueError(f"not a JMX ObjectName: {object_name[:200]!r}")

@@ -25,35 +25,41 @@ def _number(value: Any) -> float | None:
     return float(value)
 
 
-def _mbean_observations(
-    catalog: Catalog, object_name: str, attributes: dict[str, Any], ts: float | None
-) -> list[Observation]:
+def _resolve(catalog: Catalog, object_name: str, attribute: str
+             ) -> tuple[str | None, str, str, dict[str, str]]:
+    """(metric, canonical attribute, kind, labels) of one MBean attribute, cached on the
+    catalog: the same names come back every scrape. The labels dict is shared: read only."""
+    cache: dict[tuple[str, str], Any] = catalog.__dict__.setdefault("_jolokia_cache", {})
+    hit = cache.get((object_name, attribute))
+    if hit is not None:
+        return hit
     try:
         domain, props = parse_object_name(object_name)
     except ValueError as err:
         raise DecodeError("bad_mbean", str(err)) from err
     labels = {k: v for k, v in props.items() if k not in IDENTITY_PROPS}
+    metric = catalog.from_jmx(domain, props, attribute)
+    if metric is None:
+        resolved = (None, attribute, "gauge", {**labels, "raw_name": object_name})
+    else:
+        canonical = "Value" if catalog.is_attribute_metric(metric) else attribute
+        resolved = (metric.name, canonical, metric.sample_kind(canonical), labels)
+    if len(cache) < 200_000:
+        cache[(object_name, attribute)] = resolved
+    return resolved
+
+
+def _mbean_observations(
+    catalog: Catalog, object_name: str, attributes: dict[str, Any], ts: float | None
+) -> list[Observation]:
     out = []
     for attribute, raw in attributes.items():
         value = _number(raw)
         if value is None:
             continue
-        metric = catalog.from_jmx(domain, props, attribute)
-        if metric is None:
-            out.append(
-                Observation(
-                    ts, None, attribute, value, "gauge",
-                    {**labels, "raw_name": object_name}, raw_name=object_name,
-                )
-            )
-            continue
-        canonical_attribute = "Value" if catalog.is_attribute_metric(metric) else attribute
-        out.append(
-            Observation(
-                ts, metric.name, canonical_attribute, value,
-                metric.sample_kind(canonical_attribute), labels,
-            )
-        )
+        metric, canonical, kind, labels = _resolve(catalog, object_name, attribute)
+        out.append(Observation(ts, metric, canonical, value, kind, labels,
+                               raw_name=None if metric else object_name))
     return out
 
 

@@ -118,7 +118,7 @@ def _metric_observations(catalog: Catalog, metric: Any, hints: dict[str, str],
         kind = "sum"
         temporality = metric["sum"].get("aggregationTemporality") if isinstance(
             metric["sum"], dict) else None
-        delta = temporality not in TEMPORALITY_CUMULATIVE
+        delta = not isinstance(temporality, int | str) or temporality not in TEMPORALITY_CUMULATIVE
     elif "histogram" in metric or "summary" in metric:
         kind = "histogram" if "histogram" in metric else "summary"
         for point in _points(metric, kind):

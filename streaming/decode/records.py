@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from types import ModuleType
@@ -17,6 +16,7 @@ from typing import Any
 
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from streaming.catalog import Catalog, load_catalog
 from streaming.config import Config, IdentityConfig
@@ -82,6 +82,7 @@ class IdentityResolver:
         self.strip = set(identity.cluster_labels) | set(identity.broker_labels) | set(
             identity.instance_labels
         ) | set(DROP_LABELS)
+        self._key_cache: dict[bytes, dict[str, str]] = {}
 
     @staticmethod
     def _first(names: list[str], *sources: dict[str, str]) -> str | None:
@@ -95,8 +96,13 @@ class IdentityResolver:
     def key_groups(self, key: bytes | None) -> dict[str, str]:
         if not key or self.key_re is None:
             return {}
-        match = self.key_re.match(key.decode("utf-8", "replace"))
-        return {k: v for k, v in match.groupdict().items() if v} if match else {}
+        groups = self._key_cache.get(key)
+        if groups is None:
+            match = self.key_re.match(key.decode("utf-8", "replace"))
+            groups = {k: v for k, v in match.groupdict().items() if v} if match else {}
+            if len(self._key_cache) < 100_000:
+                self._key_cache[key] = groups
+        return groups
 
     def resolve(
         self, labels: dict[str, str], hints: dict[str, str], key_groups: dict[str, str], topic: str
@@ -142,47 +148,38 @@ def _check(obs: Observation, record_ts: float, max_skew: float) -> Rejected | No
 
 
 class _Columns:
-    """Column lists for the decoded batch; appending rows is the hot path, so no dicts."""
+    """Column lists for the decoded batch; appending rows is the hot path, so no dicts.
 
-    def __init__(self) -> None:
+    Times are kept as integer microseconds and the `date` partition column is derived
+    once per batch with Arrow compute instead of a strftime per sample.
+    """
+
+    def __init__(self, ingest_us: int) -> None:
         self.schema = decoded_arrow_schema()
-        self.cols: dict[str, list[Any]] = {f.name: [] for f in self.schema}
-        self.append_sample: Callable[..., None] = self._append_sample
+        self.cols: dict[str, list[Any]] = {f.name: [] for f in self.schema if f.name != "date"}
+        self.ingest_us = ingest_us
 
-    def _append_sample(self, ts, cluster, broker, obs, labels, fmt, topic, part, off, ingest):
+    def append_reject(self, reason, raw, fmt, topic, part, off) -> None:
         c = self.cols
-        c["ts"].append(ts)
-        c["cluster"].append(cluster)
-        c["broker"].append(broker)
-        c["metric"].append(obs.metric)
-        c["attribute"].append(obs.attribute)
-        c["labels"].append(list(labels.items()))
-        c["value"].append(obs.value)
-        c["kind"].append(obs.kind)
-        c["source_format"].append(fmt)
-        c["source_topic"].append(topic)
-        c["source_partition"].append(part)
-        c["source_offset"].append(off)
-        c["ingest_ts"].append(ingest)
-        c["date"].append(ts.strftime("%Y-%m-%d"))
-        c["reject_reason"].append(None)
-        c["raw"].append(None)
-
-    def append_reject(self, reason, raw, fmt, topic, part, off, ingest) -> None:
-        c = self.cols
-        for name in ("ts", "cluster", "broker", "metric", "attribute", "labels", "value", "kind",
-                     "date"):
+        for name in ("ts", "cluster", "broker", "metric", "attribute", "labels", "value", "kind"):
             c[name].append(None)
         c["source_format"].append(fmt)
         c["source_topic"].append(topic)
         c["source_partition"].append(part)
         c["source_offset"].append(off)
-        c["ingest_ts"].append(ingest)
+        c["ingest_ts"].append(self.ingest_us)
         c["reject_reason"].append(reason)
         c["raw"].append(raw[:RAW_KEEP_BYTES] if raw is not None else None)
 
     def batch(self) -> pa.RecordBatch:
-        return pa.RecordBatch.from_pydict(self.cols, schema=self.schema)
+        arrays = {}
+        for f in self.schema:
+            if f.name == "date":
+                continue
+            arrays[f.name] = pa.array(self.cols[f.name], type=f.type)
+        arrays["date"] = pc.strftime(arrays["ts"], format="%Y-%m-%d")
+        return pa.RecordBatch.from_arrays([arrays[f.name] for f in self.schema],
+                                          schema=self.schema)
 
 
 def decode_record_batch(
@@ -191,8 +188,19 @@ def decode_record_batch(
     """Decode one batch of Kafka records (the kafka_records schema) into decoded rows."""
     catalog = catalog or load_catalog()
     resolver = IdentityResolver(ctx.identity, ctx.topic_clusters)
-    out = _Columns()
     ingest = datetime.now(UTC)
+    out = _Columns(int(ingest.timestamp() * 1_000_000))
+    c = out.cols
+    ts_col, cluster_col, broker_col = c["ts"], c["cluster"], c["broker"]
+    metric_col, attr_col, labels_col = c["metric"], c["attribute"], c["labels"]
+    value_col, kind_col, fmt_col = c["value"], c["kind"], c["source_format"]
+    topic_col, part_col, off_col = c["source_topic"], c["source_partition"], c["source_offset"]
+    ingest_col, reason_col, raw_col = c["ingest_ts"], c["reject_reason"], c["raw"]
+    ingest_us = out.ingest_us
+    strip = resolver.strip
+    labels_cache: dict[tuple[tuple[str, str], ...], list[tuple[str, str]]] = {}
+    identity_cache: dict[tuple[Any, ...], tuple[str, str | None]] = {}
+    max_skew = ctx.max_skew_seconds
     data = batch.to_pydict()
     for key, value, topic, part, off, rec_time in zip(
         data["key"], data["value"], data["topic"], data["partition"], data["offset"],
@@ -218,11 +226,11 @@ def decode_record_batch(
                 raise DecodeError("unknown_format", f"no decoder for format {fmt!r}")
             observations, hints = decoder.decode(doc, catalog)
         except DecodeError as err:
-            out.append_reject(str(err), value, fmt, topic, part, off, ingest)
+            out.append_reject(str(err), value, fmt, topic, part, off)
             continue
         except Exception as err:  # a decoder bug must not stop the always-on job
             out.append_reject(f"decoder_error: {type(err).__name__}: {err}"[:500], value, fmt,
-                              topic, part, off, ingest)
+                              topic, part, off)
             continue
         key_groups = resolver.key_groups(key)
         rejected: list[Rejected] = []
@@ -233,23 +241,54 @@ def decode_record_batch(
                     rejected.append(obs)
                     continue
                 obs_hints = getattr(obs, "hints", hints)
-            bad = _check(obs, record_ts, ctx.max_skew_seconds)
+            bad = _check(obs, record_ts, max_skew)
             if bad is None:
-                cluster, broker = resolver.resolve(obs.labels, obs_hints, key_groups, topic)
+                items = tuple(obs.labels.items())
+                ident_key = (tuple(i for i in items if i[0] in strip),
+                             tuple(obs_hints.items()) if obs_hints else (), key, topic)
+                try:
+                    identity = identity_cache.get(ident_key)
+                except TypeError:  # an unhashable hint value: resolve without the cache
+                    ident_key, identity = None, None
+                if identity is None:
+                    identity = resolver.resolve(obs.labels, obs_hints, key_groups, topic)
+                    if ident_key is not None:
+                        identity_cache[ident_key] = identity
+                cluster, broker = identity
                 if broker is None:
                     bad = Rejected("no_broker_identity", obs.metric or obs.raw_name or "?")
             if bad is not None:
                 rejected.append(bad)
                 continue
-            ts = datetime.fromtimestamp(obs.ts if obs.ts is not None else record_ts, UTC)
-            labels = {k: v for k, v in sorted(obs.labels.items()) if k not in resolver.strip}
-            out.append_sample(ts, cluster, broker, obs, labels, fmt, topic, part, off, ingest)
+            try:
+                labels = labels_cache.get(items)
+            except TypeError:
+                items, labels = None, None
+            if labels is None:
+                labels = [(k, v) for k, v in sorted(obs.labels.items()) if k not in strip]
+                if items is not None:
+                    labels_cache[items] = labels
+            ts_col.append(int((obs.ts if obs.ts is not None else record_ts) * 1_000_000))
+            cluster_col.append(cluster)
+            broker_col.append(broker)
+            metric_col.append(obs.metric)
+            attr_col.append(obs.attribute)
+            labels_col.append(labels)
+            value_col.append(obs.value)
+            kind_col.append(obs.kind)
+            fmt_col.append(fmt)
+            topic_col.append(topic)
+            part_col.append(part)
+            off_col.append(off)
+            ingest_col.append(ingest_us)
+            reason_col.append(None)
+            raw_col.append(None)
         if rejected:
             first = rejected[0]
             reason = f"{first.reason}: {first.detail}"
             if len(rejected) > 1:
                 reason += f" (+{len(rejected) - 1} more rejected samples)"
-            out.append_reject(reason[:500], value, fmt, topic, part, off, ingest)
+            out.append_reject(reason[:500], value, fmt, topic, part, off)
     return out.batch()
 
 
