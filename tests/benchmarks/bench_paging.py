@@ -117,7 +117,8 @@ def run_path(path: str, args: argparse.Namespace, broker: EmbeddedBroker, spark:
         checks = [am.check]
         if path == "rules":
             prom, _ = start_prometheus(workdir / path / "prometheus", f"127.0.0.1:{port}",
-                                       am_url, f"{args.interval:g}s")
+                                       am_url, f"{args.interval:g}s",
+                                       evaluation=f"{args.eval_interval:g}s")
             stack.callback(prom.stop)
             checks.append(prom.check)
         clock = PushClock()
@@ -228,13 +229,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--injections", type=int, default=10)
     parser.add_argument("--interval", type=float, default=5.0,
                         help="Prometheus scrape_interval and evaluation_interval (s)")
+    parser.add_argument("--eval-interval", type=float, default=None,
+                        help="Prometheus evaluation_interval (s), default = --interval")
     parser.add_argument("--trigger", type=float, default=1.0, help="job trigger (s)")
     parser.add_argument("--scrape", type=float, default=2.0,
                         help="simulated brokers' metric scrape interval (s)")
     parser.add_argument("--warmup-batches", type=int, default=8)
     parser.add_argument("--paths", default="rules,push")
     parser.add_argument("--output", type=Path, default=RESULTS)
+    parser.add_argument("--note", default="", help="free text stored with the settings "
+                        "(e.g. other load on the machine during the run)")
     args = parser.parse_args(argv)
+    if args.eval_interval is None:
+        args.eval_interval = args.interval
     logging.basicConfig(level=logging.WARNING)
     paths = [p.strip() for p in args.paths.split(",") if p.strip()]
     unknown = set(paths) - set(TARGETS)
@@ -246,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
         "t0": "first scrape showing the fault flushed to Kafka",
         "injections_per_path": args.injections,
         "prometheus_scrape_interval_s": args.interval,
-        "prometheus_evaluation_interval_s": args.interval,
+        "prometheus_evaluation_interval_s": args.eval_interval,
         "rule": f"{ALERTNAME}: expr window_increase > 0, no for",
         "alertmanager": "committed alerts/alertmanager.yml (data-loss route group_wait 0s, "
                         "group_interval 1m), PagerDuty url -> local receiver",
@@ -256,6 +263,8 @@ def main(argv: list[str] | None = None) -> int:
         "push": "alert_push.alertmanager_url set, kinds [unclean_election], no Prometheus",
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.python_version()}",
     }
+    if args.note:
+        settings["note"] = args.note
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="bench-paging-") as tmp, \
             EmbeddedBroker() as broker:
@@ -263,26 +272,42 @@ def main(argv: list[str] | None = None) -> int:
         try:
             for path in paths:
                 print(f"path {path}: {args.injections} injections", flush=True)
-                results[path] = run_path(path, args, broker, spark, Path(tmp))
+                key = path
+                if path == "rules" and (args.eval_interval, args.interval) != (5.0, 5.0):
+                    key = f"rules_scrape{args.interval:g}s_eval{args.eval_interval:g}s"
+                results[key] = run_path(path, args, broker, spark, Path(tmp))
+                results[key]["settings"] = settings
         finally:
             spark.stop()
 
+    # runs of other variants already in the file are kept (each result carries its settings)
+    merged: dict[str, Any] = {}
+    if args.output.exists():
+        try:
+            previous = json.loads(args.output.read_text())
+            merged = previous.get("results", {})
+            for entry in merged.values():
+                entry.setdefault("settings", previous.get("settings"))
+        except (ValueError, AttributeError):
+            merged = {}
+    merged.update(results)
     report = {"benchmark": "paging", "date": datetime.now(UTC).isoformat(timespec="seconds"),
-              "settings": settings, "results": results}
+              "settings": settings, "results": merged}
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(report, indent=2) + "\n")
 
     print("\nsettings:")
     for key, value in settings.items():
         print(f"  {key}: {value}")
-    print(f"\nfault -> PagerDuty payload received, {args.injections} injections per path:")
-    print(f"  {'path':<6} {'p50 s':>7} {'p95 s':>7} {'max s':>7} {'target p95':>11} "
+    print(f"\nfault -> PagerDuty payload received, {args.injections} injections per path "
+          f"(this run: {', '.join(results)}):")
+    print(f"  {'path':<26} {'p50 s':>7} {'p95 s':>7} {'max s':>7} {'target p95':>11} "
           f"{'pipeline p50 s':>15} {'batch p50 s':>12}  verdict")
     failed = False
     for path, res in results.items():
         ok = res["p95_s"] <= res["target_p95_s"]
         failed |= not ok
-        print(f"  {path:<6} {res['p50_s']:>7.2f} {res['p95_s']:>7.2f} {res['max_s']:>7.2f} "
+        print(f"  {path:<26} {res['p50_s']:>7.2f} {res['p95_s']:>7.2f} {res['max_s']:>7.2f} "
               f"{res['target_p95_s']:>10.1f}s {res['exported_p50_s']:>15.2f} "
               f"{res['job_batch_seconds_p50']:>12.2f}  "
               f"{'meets target' if ok else 'MISSES target'}")

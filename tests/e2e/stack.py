@@ -214,14 +214,14 @@ def start_alertmanager(workdir: Path, pagerduty_url: str,
 
 
 def start_prometheus(workdir: Path, exporter: str, alertmanager: str | None,
-                     interval: str = "1s") -> tuple[Child, str]:
+                     interval: str = "1s", evaluation: str | None = None) -> tuple[Child, str]:
     binary = which("prometheus")
     if binary is None:
         raise FileNotFoundError("prometheus not on PATH: run deploy/install-prometheus.sh")
     workdir.mkdir(parents=True, exist_ok=True)
     config: dict[str, Any] = {
         "global": {"scrape_interval": interval, "scrape_timeout": interval,
-                   "evaluation_interval": interval},
+                   "evaluation_interval": evaluation or interval},
         "rule_files": [str(RULES)],
         "scrape_configs": [{"job_name": "kafka-health",
                             "static_configs": [{"targets": [exporter]}]}],
