@@ -111,7 +111,7 @@ class BatchProcessor:
         for table in self.tables.values():
             table.ensure()
         self.headroom = HeadroomTracker(self.config.clusters,
-                                        lambda f, cols: self.tables["partition_headroom"].read(f, cols))
+                                        self.tables["partition_headroom"].read)
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         self.timings = timings = {}
@@ -142,6 +142,10 @@ class BatchProcessor:
         if bronze.num_rows and self.validator.due(batch_id):
             with stopwatch(timings, "quality"):
                 self.check_quality(bronze, batch_id)
+        every = self.config.delta.compact_every_n_batches
+        if every and batch_id % every == every - 1:
+            with stopwatch(timings, "compact"):
+                self.compact()
         self.stats = BatchStats(
             batch_id=batch_id, input_rows=decoded.num_rows, bronze_rows=bronze.num_rows,
             quarantined=rejected.num_rows, finished_at=time.time(),
@@ -150,6 +154,16 @@ class BatchProcessor:
         )
         LOG.debug("batch %d timings: %s", batch_id,
                   ", ".join(f"{k} {v:.2f}s" for k, v in timings.items()))
+
+    def compact(self) -> None:
+        """Small files from one commit per batch would slow every later read: compact them
+        (today's partition for bronze). Idempotent, so a replay after a crash is harmless."""
+        today = [("date", "=", datetime.now(UTC).strftime("%Y-%m-%d"))]
+        for table in self.tables.values():
+            try:
+                table.compact(today)
+            except Exception as err:  # maintenance must never stop the stream
+                LOG.warning("compaction of %s failed: %s", table.name, err)
 
     def check_quality(self, bronze: pa.Table, batch_id: int) -> None:
         """Validate a sample; a failing suite is reported, never a reason to stop the job."""
@@ -179,16 +193,15 @@ class BatchProcessor:
         read_from, read_to = first - lookback, last + timedelta(seconds=cfg.window_seconds)
         dates = sorted({(read_from + timedelta(days=d)).strftime("%Y-%m-%d")
                         for d in range((read_to - read_from).days + 2)})
-        window_filter = (
+        in_window = (
             ds.field("date").isin(dates)
-            & (ds.field("ts") >= pa.scalar(read_from, pa.timestamp("us", "UTC")))
-            & (ds.field("ts") < pa.scalar(read_to, pa.timestamp("us", "UTC")))
-            & ds.field("cluster").isin(clusters)
-            & ds.field("metric").isin(SIGNAL_METRICS)
+            & (ds.field("ts") >= pa.scalar(read_from, TS))
+            & (ds.field("ts") < pa.scalar(read_to, TS))
         )
+        signal_rows = ds.field("cluster").isin(clusters) & ds.field("metric").isin(SIGNAL_METRICS)
         timings = self.timings
         with stopwatch(timings, "slice"):
-            samples = self.tables["bronze"].read(window_filter)
+            samples = self.tables["bronze"].read(in_window, signal_rows)
         if samples.num_rows == 0:
             return
         with stopwatch(timings, "broker_signals"):
@@ -203,9 +216,9 @@ class BatchProcessor:
             exporter.update_staleness(cfg.stale_after_intervals * cfg.scrape_interval_seconds)
         with stopwatch(timings, "cluster_signals"):
             stored = self.tables["broker_signals"].read(
-                ds.field("cluster").isin(clusters)
-                & (ds.field("window_start") >= pa.scalar(first, TS))
-                & (ds.field("window_start") <= pa.scalar(last, TS))
+                (ds.field("window_start") >= pa.scalar(first, TS))
+                & (ds.field("window_start") <= pa.scalar(last, TS)),
+                ds.field("cluster").isin(clusters),
             )
             cluster_rows = cluster_signals(self.spark.createDataFrame(stored)).toArrow()
             self.tables["cluster_signals"].upsert(cluster_rows, batch_id)
@@ -223,7 +236,7 @@ class BatchProcessor:
         failpoints.hit("incidents_committed")
         if exporter is not None:
             open_now = self.tables["incidents"].read(
-                ds.field("cluster").isin(clusters) & ds.field("resolved_at").is_null(),
+                ds.field("resolved_at").is_null(), ds.field("cluster").isin(clusters),
                 columns=["cluster", "kind"])
             exporter.update_open_incidents(clusters, open_now.to_pylist())
 
@@ -232,21 +245,21 @@ class BatchProcessor:
         """Recompute incidents over a bounded horizon and reconcile them with the table."""
         cfg = self.config.signals
         horizon = first - timedelta(seconds=cfg.incident_horizon_seconds)
-        in_horizon = (ds.field("cluster").isin(clusters)
-                      & (ds.field("window_start") >= pa.scalar(horizon, TS))
+        in_horizon = ((ds.field("window_start") >= pa.scalar(horizon, TS))
                       & (ds.field("window_start") <= pa.scalar(last, TS)))
-        broker_rows = self.tables["broker_signals"].read(in_horizon)
-        cluster_rows = self.tables["cluster_signals"].read(in_horizon)
+        of_clusters = ds.field("cluster").isin(clusters)
+        broker_rows = self.tables["broker_signals"].read(in_horizon, of_clusters)
+        cluster_rows = self.tables["cluster_signals"].read(in_horizon, of_clusters)
         if broker_rows.num_rows == 0:
             return
         conditions = incident_conditions(self.spark.createDataFrame(broker_rows),
                                          self.spark.createDataFrame(cluster_rows), cfg)
         computed = incident_runs(conditions).toArrow()
         earlier = self.tables["incidents"].read(
-            ds.field("cluster").isin(clusters)
-            & (ds.field("started_at") < pa.scalar(horizon, TS))
+            (ds.field("started_at") < pa.scalar(horizon, TS))
             & (ds.field("resolved_at").is_null()
-               | (ds.field("resolved_at") >= pa.scalar(horizon, TS))))
+               | (ds.field("resolved_at") >= pa.scalar(horizon, TS))),
+            of_clusters)
         incidents = anchor_incidents(computed, earlier, horizon)
         self.tables["incidents"].reconcile(
             incidents, batch_id,

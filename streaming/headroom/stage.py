@@ -33,7 +33,7 @@ def _int(value: Any) -> int | None:
 
 class HeadroomTracker:
     def __init__(self, cluster_overrides: dict[str, dict[str, Any]],
-                 read_history: Callable[[ds.Expression, list[str]], pa.Table]) -> None:
+                 read_history: Callable[..., pa.Table]) -> None:
         self.cluster_overrides = cluster_overrides
         self.read_history = read_history
         self.configs: dict[str, HeadroomConfig] = {}
@@ -48,8 +48,8 @@ class HeadroomTracker:
     def _load_history(self, cluster: str, config: HeadroomConfig) -> None:
         since = datetime.now(UTC) - timedelta(days=config.forecast_lookback_days)
         rows = self.read_history(
-            (ds.field("cluster") == cluster) & (ds.field("evaluated_at") >= pa.scalar(since, TS)),
-            ["cluster", "broker", "evaluated_at", "partitions"],
+            ds.field("evaluated_at") >= pa.scalar(since, TS), ds.field("cluster") == cluster,
+            columns=["cluster", "broker", "evaluated_at", "partitions"],
         )
         for row in rows.to_pylist():
             if row["partitions"] is not None:

@@ -30,14 +30,21 @@ class DeltaRsTable:
         spec = table_spec(name)
         self.partition_by = spec.get("partition_by") or None
         self.keys: list[str] = spec.get("keys", [])
+        self._table: DeltaTable | None = None
 
     def ensure(self) -> DeltaTable:
+        """The table at its newest version; the handle is kept and refreshed incrementally
+        so each micro-batch does not replay the whole log."""
+        if self._table is not None:
+            self._table.update_incremental()
+            return self._table
         try:
-            return DeltaTable(self.path)
+            self._table = DeltaTable(self.path)
         except TableNotFoundError:
             Path(self.path).mkdir(parents=True, exist_ok=True)
-            return DeltaTable.create(self.path, self.schema, partition_by=self.partition_by,
-                                     mode="ignore")
+            self._table = DeltaTable.create(self.path, self.schema,
+                                            partition_by=self.partition_by, mode="ignore")
+        return self._table
 
     def committed(self, batch_id: int) -> bool:
         version = self.ensure().transaction_version(self.app_id)
@@ -54,7 +61,7 @@ class DeltaRsTable:
         if self.committed(batch_id):
             LOG.info("%s: batch %d already committed, skipping", self.name, batch_id)
             return False
-        write_deltalake(self.path, self.conform(data), mode="append",
+        write_deltalake(self.ensure(), self.conform(data), mode="append",
                         partition_by=self.partition_by, commit_properties=self._props(batch_id))
         return True
 
@@ -93,10 +100,29 @@ class DeltaRsTable:
         )
         return True
 
-    def read(self, filter_expr: ds.Expression | None = None,
+    def read(self, pushdown: ds.Expression | None = None, where: ds.Expression | None = None,
              columns: list[str] | None = None) -> pa.Table:
-        dataset = self.ensure().to_pyarrow_dataset()
-        return dataset.to_table(filter=filter_expr, columns=columns)
+        """Rows matching `pushdown` (file-pruning on timestamps and partition columns) and
+        `where` (applied in memory after casting to the table schema).
 
-    def compact(self) -> None:
-        self.ensure().optimize.compact()
+        String predicates are never pushed down: once a delta-rs MERGE has written a file
+        holding several values of a string column, pyarrow 26 compares the file's string
+        statistics with string_view values and fails the whole scan.
+        """
+        dataset = self.ensure().to_pyarrow_dataset()
+        names = list(columns) if columns else list(self.schema.names)
+        if where is not None:
+            names += [n for n in self.schema.names if n not in names]
+        table = dataset.to_table(filter=pushdown, columns=names)
+        table = table.cast(pa.schema([self.schema.field(n) for n in names]))
+        if where is not None:
+            table = table.filter(where)
+        return table.select(list(columns) if columns else list(self.schema.names))
+
+    def compact(self, partition_filters: list[tuple[str, str, str]] | None = None) -> None:
+        """Merge the small files one file per micro-batch leaves, and checkpoint the log."""
+        table = self.ensure()
+        if self.partition_by is None:
+            partition_filters = None
+        table.optimize.compact(partition_filters=partition_filters)
+        table.create_checkpoint()

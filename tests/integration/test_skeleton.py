@@ -16,9 +16,10 @@ from tests.integration.helpers import count, run_until, table, truth_mismatches
 pytestmark = pytest.mark.integration
 
 
-def faulted_simulation(bootstrap: str, topic: str, minutes: int = 8) -> Simulator:
+def faulted_simulation(bootstrap: str, topic: str, minutes: int = 8,
+                       cluster: str = "c1") -> Simulator:
     """Three brokers, RF 3, min ISR 2: one follower down, then a second (under-min-ISR)."""
-    model = ClusterModel("c1", [1, 2, 3], {"orders": 6, "payments": 3})
+    model = ClusterModel(cluster, [1, 2, 3], {"orders": 6, "payments": 3})
     sim = Simulator(model, bootstrap, topic, scrape_interval=15,
                     start=time.time() - minutes * 60 - 60)
     sim.run(minutes * 60, events=[
@@ -59,12 +60,14 @@ def test_known_samples_land_once_and_signals_match_truth(broker, topic, job_env,
         assert gauge == truth
 
 
-def test_malformed_record_is_quarantined_and_the_job_keeps_going(broker, topic, job_env, spark):
+def test_malformed_record_is_quarantined_and_two_clusters_share_a_topic(
+        broker, topic, job_env, spark):
     producer = Producer({"bootstrap.servers": broker.bootstrap})
     producer.produce(topic, value=b"this is not json {", partition=0)
     producer.flush(10)
-    sim = faulted_simulation(broker.bootstrap, topic, minutes=3)
-    expected = sim.truth.samples_total
+    sims = [faulted_simulation(broker.bootstrap, topic, minutes=3, cluster=name)
+            for name in ("east", "west")]
+    expected = sum(sim.truth.samples_total for sim in sims)
     root = job_env["KAFKA_HEALTH__DELTA__PATH"]
 
     def settled() -> bool:
@@ -78,3 +81,7 @@ def test_malformed_record_is_quarantined_and_the_job_keeps_going(broker, topic, 
     assert row["raw"] == b"this is not json {"
     assert (row["source_topic"], row["source_partition"], row["source_offset"]) == (topic, 0, 0)
     assert count(root, "bronze") == expected
+    signals = table(root, "broker_signals")
+    for sim in sims:
+        mine = signals[signals["cluster"] == sim.model.name]
+        assert truth_mismatches(mine, sim.truth.rows()) == []

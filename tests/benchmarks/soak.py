@@ -1,0 +1,133 @@
+"""Soak: the demo at a steady rate for N minutes; memory, checkpoint state and batch time.
+
+Starts `kafka-health demo` as a child, samples every 30 s the RSS of its whole process
+tree (driver JVM, Python driver, Python workers, the broker), the checkpoint folder size
+(Spark's offset/commit logs; the job keeps no streaming state store) and the batch
+durations from its progress lines, then compares the first and last 5 minutes.
+
+    .venv/bin/python tests/benchmarks/soak.py --minutes 30
+Writes tests/benchmarks/results/soak.json; the verdict is printed last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "results" / "soak.json"
+BATCH = re.compile(r"^batch (\d+): (\d+) records .*?, ([\d.]+)s, newest event")
+
+
+def tree_rss_mb(root_pid: int) -> dict[str, float]:
+    """RSS per process kind below root_pid (inclusive), from /proc."""
+    children: dict[int, list[int]] = {}
+    names: dict[int, str] = {}
+    rss: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            status = (entry / "status").read_text()
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        pid = int(entry.name)
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(ppid, []).append(pid)
+        names[pid] = cmdline
+        match = re.search(r"VmRSS:\s+(\d+) kB", status)
+        rss[pid] = int(match.group(1)) if match else 0
+    out: dict[str, float] = {}
+    stack = [root_pid]
+    while stack:
+        pid = stack.pop()
+        stack.extend(children.get(pid, []))
+        cmd = names.get(pid, "")
+        kind = ("jvm" if "java" in cmd.split(" ")[0] else "broker" if "tansu" in cmd
+                else "python-worker" if "pyspark" in cmd else "python-driver")
+        out[kind] = out.get(kind, 0.0) + rss.get(pid, 0) / 1024
+    out["total"] = sum(v for k, v in out.items())
+    return out
+
+
+def dir_mb(path: Path) -> float:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 1e6 if path.exists() \
+        else 0.0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--minutes", type=float, default=30.0)
+    parser.add_argument("--every", type=float, default=30.0, help="sampling period, seconds")
+    args = parser.parse_args()
+    data = Path(tempfile.mkdtemp(prefix="kh-soak-"))
+    port = 9490
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streaming.cli", "demo", "--data-dir", str(data),
+         "--metrics-port", str(port), "--duration", str(args.minutes * 60 + 30)],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+    batches: list[tuple[float, int, float]] = []
+
+    def read_progress() -> None:
+        for line in proc.stdout:  # type: ignore[union-attr]
+            match = BATCH.match(line)
+            if match:
+                batches.append((time.time(), int(match.group(2)), float(match.group(3))))
+
+    threading.Thread(target=read_progress, daemon=True).start()
+    samples = []
+    started = time.time()
+    try:
+        while time.time() - started < args.minutes * 60:
+            time.sleep(args.every)
+            if proc.poll() is not None:
+                raise SystemExit(f"demo exited early with {proc.returncode}")
+            samples.append({"t": round(time.time() - started), **tree_rss_mb(proc.pid),
+                            "checkpoint_mb": dir_mb(data / "checkpoint"),
+                            "delta_mb": dir_mb(data / "delta"), "batches": len(batches)})
+            print(json.dumps(samples[-1]), flush=True)
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(120)
+    window = 300
+    first = [s for s in samples if s["t"] <= window + samples[0]["t"]]
+    last = [s for s in samples if s["t"] >= samples[-1]["t"] - window]
+    early = [d for t, _, d in batches if t - started < window + 120]
+    late = [d for t, _, d in batches if t > time.time() - window - 60]
+    result = {
+        "minutes": args.minutes,
+        "samples": samples,
+        "rss_start_mb": statistics.mean(s["total"] for s in first),
+        "rss_end_mb": statistics.mean(s["total"] for s in last),
+        "jvm_start_mb": statistics.mean(s.get("jvm", 0) for s in first),
+        "jvm_end_mb": statistics.mean(s.get("jvm", 0) for s in last),
+        "checkpoint_start_mb": first[0]["checkpoint_mb"],
+        "checkpoint_end_mb": last[-1]["checkpoint_mb"],
+        "batch_seconds_early_median": statistics.median(early) if early else None,
+        "batch_seconds_late_median": statistics.median(late) if late else None,
+        "batches": len(batches),
+    }
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(result, indent=2))
+    print(f"soak {args.minutes:.0f} min, {len(batches)} batches: process tree RSS "
+          f"{result['rss_start_mb']:.0f} -> {result['rss_end_mb']:.0f} MB, JVM "
+          f"{result['jvm_start_mb']:.0f} -> {result['jvm_end_mb']:.0f} MB, checkpoint "
+          f"{result['checkpoint_start_mb']:.1f} -> {result['checkpoint_end_mb']:.1f} MB, "
+          f"median batch {result['batch_seconds_early_median']}s -> "
+          f"{result['batch_seconds_late_median']}s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
