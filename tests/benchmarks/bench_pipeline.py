@@ -1,0 +1,165 @@
+"""Throughput over a pre-filled topic of single-sample Jolokia messages (the worst case).
+
+(1) raw limit: one Python process, confluent-kafka consume + decode_record_batch of the
+    same records, samples/s;
+(2) the full streaming job (decode, quality, signals, incidents, headroom, Delta,
+    exporter) on local[2], samples/s from the first to the last batch, and its ratio to (1).
+Messages are one Jolokia read response with one attribute each (about 160 bytes), from a
+fleet model: broker-level MBeans and per-partition NumLogSegments, keyed cluster/broker.
+
+    .venv/bin/python tests/benchmarks/bench_pipeline.py --messages 2000000
+Writes tests/benchmarks/results/pipeline.json; prints the figures last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import orjson
+import pyarrow as pa
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from streaming.broker import EmbeddedBroker, create_topic
+from streaming.catalog import load_catalog
+from streaming.decode.records import DecodeContext, decode_record_batch
+from streaming.schemas import arrow_schema
+from streaming.simulate.formats import _object_name
+from streaming.simulate.model import ClusterModel
+from streaming.simulate.samples import broker_samples
+
+RESULTS = Path(__file__).resolve().parent / "results" / "pipeline.json"
+PARTITIONS = 3
+
+
+def single_sample_messages(count: int, start: float) -> list[tuple[bytes, bytes]]:
+    """Scrapes of a 6-broker model, one sample per message, event time advancing 15 s a round."""
+    catalog = load_catalog()
+    model = ClusterModel("bench", [1, 2, 3, 4, 5, 6], {"orders": 120, "payments": 60})
+    out: list[tuple[bytes, bytes]] = []
+    ts = start
+    while len(out) < count:
+        for broker in model.brokers:
+            for sample in broker_samples(model, broker, 15.0):
+                mbean, attribute = _object_name(catalog, sample)
+                body = {"request": {"mbean": mbean, "attribute": attribute, "type": "read"},
+                        "value": sample.value, "timestamp": int(ts), "status": 200}
+                out.append((f"bench/{broker}".encode(), orjson.dumps(body)))
+        ts += 15.0
+    return out[:count]
+
+
+def prefill(bootstrap: str, topic: str, messages: list[tuple[bytes, bytes]]) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5,
+                         "batch.num.messages": 10000, "queue.buffering.max.messages": 1000000})
+    for i, (key, value) in enumerate(messages):
+        while True:
+            try:
+                producer.produce(topic, value=value, key=key, partition=i % PARTITIONS)
+                break
+            except BufferError:
+                producer.poll(0.05)
+    producer.flush(120)
+    for p in range(PARTITIONS):  # Tansu's ListOffsets gap: end each partition with a lone record
+        producer.produce(topic, value=messages[p][1], key=messages[p][0], partition=p)
+        producer.flush(30)
+
+
+def raw_limit(bootstrap: str, topic: str, total: int) -> dict[str, float]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-raw",
+                         "enable.auto.commit": False, "fetch.max.bytes": 64 << 20})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    schema = arrow_schema("kafka_records")
+    ctx = DecodeContext(max_skew_seconds=10 ** 9)
+    seen = samples = 0
+    started = time.perf_counter()
+    while seen < total:
+        messages = consumer.consume(num_messages=10000, timeout=2.0)
+        if not messages:
+            break
+        cols = {f.name: [] for f in schema}
+        for m in messages:
+            cols["key"].append(m.key())
+            cols["value"].append(m.value())
+            cols["topic"].append(m.topic())
+            cols["partition"].append(m.partition())
+            cols["offset"].append(m.offset())
+            cols["timestamp"].append(datetime.fromtimestamp(m.timestamp()[1] / 1000, UTC))
+            cols["timestampType"].append(0)
+        decoded = decode_record_batch(pa.RecordBatch.from_pydict(cols, schema=schema), ctx)
+        samples += decoded.column("reject_reason").null_count
+        seen += len(messages)
+    elapsed = time.perf_counter() - started
+    consumer.close()
+    return {"samples": samples, "seconds": elapsed, "samples_per_s": samples / elapsed}
+
+
+def full_job(bootstrap: str, topic: str, total: int, cap: int) -> dict[str, float]:
+    from streaming.config import load_config
+    from streaming.exporter import Exporter
+    from streaming.job import Job
+
+    work = Path(tempfile.mkdtemp(prefix="kh-bench-"))
+    config = load_config(None, environ={
+        "KAFKA_HEALTH__SOURCE__BOOTSTRAP_SERVERS": bootstrap,
+        "KAFKA_HEALTH__SOURCE__TOPICS": json.dumps([{"name": topic, "format": "jolokia"}]),
+        "KAFKA_HEALTH__SOURCE__EMBEDDED_BROKER": "true",
+        "KAFKA_HEALTH__SOURCE__MAX_OFFSETS_PER_TRIGGER": str(cap),
+        "KAFKA_HEALTH__SPARK__CHECKPOINT": str(work / "checkpoint"),
+        "KAFKA_HEALTH__DELTA__PATH": str(work / "delta"),
+        "KAFKA_HEALTH__QUALITY__MAX_TIMESTAMP_SKEW_SECONDS": str(10 ** 9),
+    })
+    job = Job(config, exporter=Exporter(), printer=print)
+    job.start()
+    try:
+        batches = []
+        while sum(rows for _, rows in batches) < total:
+            progress = job.query.lastProgress
+            if progress and (not batches or progress["batchId"] != batches[-1][0][0]):
+                batches.append(((progress["batchId"], time.time()), progress["numInputRows"]))
+            if not job.query.isActive:
+                raise SystemExit(f"query stopped: {job.query.exception()}")
+            time.sleep(0.2)
+    finally:
+        job.stop()
+        job.spark.stop()
+    first_end, last_end = batches[0][0][1], batches[-1][0][1]
+    after_first = sum(rows for _, rows in batches[1:])
+    shutil.rmtree(work, ignore_errors=True)
+    return {"batches": len(batches), "records_after_first_batch": after_first,
+            "seconds": last_end - first_end,
+            "samples_per_s": after_first / max(last_end - first_end, 1e-9)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=2_000_000)
+    parser.add_argument("--cap", type=int, default=250_000, help="maxOffsetsPerTrigger")
+    args = parser.parse_args()
+    start = time.time() - 3600
+    messages = single_sample_messages(args.messages, start)
+    size = sum(len(v) for _, v in messages) / len(messages)
+    with EmbeddedBroker() as broker:
+        topic = "bench-metrics"
+        create_topic(broker.bootstrap, topic, partitions=PARTITIONS)
+        prefill(broker.bootstrap, topic, messages)
+        total = args.messages + PARTITIONS
+        raw = raw_limit(broker.bootstrap, topic, total)
+        job = full_job(broker.bootstrap, topic, total, args.cap)
+    result = {"messages": args.messages, "message_bytes_avg": size, "raw": raw, "job": job,
+              "ratio": job["samples_per_s"] / raw["samples_per_s"], "cap": args.cap}
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(result, indent=2))
+    print(f"{args.messages} single-sample Jolokia messages, {size:.0f} B each: raw consume+decode "
+          f"{raw['samples_per_s']:,.0f} samples/s; full job on local[2] "
+          f"{job['samples_per_s']:,.0f} samples/s over {job['batches']} batches "
+          f"({result['ratio']:.0%} of raw)")
+
+
+if __name__ == "__main__":
+    main()
