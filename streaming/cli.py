@@ -188,14 +188,46 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 def cmd_headroom(args: argparse.Namespace) -> int:
     from streaming.report import format_headroom_table, headroom_table, write_headroom_chart
 
-    root = args.delta or load_config(args.config).delta.path
-    print(format_headroom_table(headroom_table(root, cluster=args.cluster)))
+    config = load_config(args.config) if args.config else None
+    root = args.delta or (config or load_config(None)).delta.path
+    table = headroom_table(root, cluster=args.cluster)
+    print(format_headroom_table(table))
+    if not table.empty:
+        print(cluster_view(table, config.clusters if config else {}, args.plan_partitions,
+                           args.replication_factor))
     if args.png:
         try:
             print(f"chart: {write_headroom_chart(root, args.png, cluster=args.cluster)}")
         except LookupError as err:
             print(f"no chart: {err}")
     return 0
+
+
+def cluster_view(table, overrides: dict, planned: int | None, rf: int) -> str:  # noqa: ANN001
+    """Per cluster: replicas hosted vs max.partitions (KIP-578) and vs the sum of broker
+    ceilings; with --plan-partitions, how many brokers that growth needs and how the topic
+    creation must be split (10,000 partitions per CreateTopics request, seed 000)."""
+    from streaming.headroom.model import brokers_needed, create_topic_batches, make_config
+
+    lines = []
+    for cluster, rows in table.groupby("cluster"):
+        limits = make_config(overrides.get(cluster))
+        total = int(rows["partitions"].sum())
+        ceilings = int(rows["binding_ceiling"].sum())
+        guard = limits.max_partitions
+        lines.append(
+            f"cluster {cluster}: {total} partition replicas on {len(rows)} brokers; sum of "
+            f"broker ceilings {ceilings} ({ceilings - total} free); max.partitions "
+            f"{guard if guard is not None else 'not set'}")
+        if planned:
+            per_broker = int(rows["binding_ceiling"].min())
+            need = brokers_needed(total // max(rf, 1) + planned, per_broker, rf)
+            batches = create_topic_batches(planned)
+            lines.append(
+                f"  +{planned} partitions at RF {rf}: {need} brokers at the lowest ceiling "
+                f"{per_broker} (now {len(rows)}); create in {len(batches)} request(s) of "
+                f"<= 10,000 partitions: {batches}")
+    return "\n".join(lines)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -270,6 +302,10 @@ def build_parser() -> argparse.ArgumentParser:
     headroom.add_argument("--config", help="YAML config (for delta.path)")
     headroom.add_argument("--delta", help="Delta root instead of the config's delta.path")
     headroom.add_argument("--cluster", help="only this cluster")
+    headroom.add_argument("--plan-partitions", type=int, default=None,
+                          help="planned new partitions: brokers needed and request split")
+    headroom.add_argument("--replication-factor", type=int, default=3,
+                          help="RF of the planned partitions (default: 3)")
     headroom.add_argument("--png", default="headroom.png",
                           help="write the chart here (default: headroom.png; '' for none)")
     headroom.set_defaults(func=cmd_headroom)

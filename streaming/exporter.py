@@ -105,6 +105,12 @@ class Exporter:
                     if value is not None:
                         self.gauges[gauge].labels(cluster).set(value)
 
+    def update_churn(self, unmatched: dict[tuple[str, str], float]) -> None:
+        with self._lock:
+            gauge = self.gauges["kafka_health_isr_churn_unmatched_shrinks"]
+            for (cluster, broker), value in unmatched.items():
+                gauge.labels(cluster, broker).set(value)
+
     def update_headroom(self, rows: list[dict[str, Any]]) -> None:
         """Newest evaluation per broker; a binding bound that changed drops its old series."""
         from streaming.headroom.model import BOUND_ORDER

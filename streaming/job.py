@@ -35,6 +35,7 @@ from streaming.exporter import Exporter
 from streaming.headroom.stage import HeadroomTracker
 from streaming.quality import BronzeValidator
 from streaming.signals.broker import SIGNAL_METRICS, broker_signals
+from streaming.signals.churn import unmatched_shrinks
 from streaming.signals.cluster import cluster_signals
 from streaming.signals.incidents import incident_conditions, incident_runs
 from streaming.sinks.delta_rs import DeltaRsTable
@@ -252,6 +253,9 @@ class BatchProcessor:
         cluster_rows = self.tables["cluster_signals"].read(in_horizon, of_clusters)
         if broker_rows.num_rows == 0:
             return
+        if self.exporter is not None:
+            self.exporter.update_churn(
+                unmatched_shrinks(broker_rows.to_pylist(), cfg.isr_churn_match_seconds))
         conditions = incident_conditions(self.spark.createDataFrame(broker_rows),
                                          self.spark.createDataFrame(cluster_rows), cfg)
         computed = incident_runs(conditions).toArrow()
