@@ -85,7 +85,10 @@ def _draw_broker(ax: Axes, broker: object, hist: pd.DataFrame, ceil: pd.DataFram
     hist = hist.sort_values("timestamp")
     times = pd.to_datetime(hist["timestamp"])
     if not hist.empty:
-        ax.plot(times, hist["partitions"], color="black", linewidth=1.8, label="partitions")
+        ax.plot(times, hist["partitions"], color="black", linewidth=1.8, marker=".",
+                label="partitions")
+        if times.min() == times.max():  # one evaluation: without this the axis spans years
+            ax.set_xlim(times.min() - pd.Timedelta(minutes=5), times.max() + pd.Timedelta(minutes=5))
 
     binding_rows = ceil[ceil["binding"].astype(bool)]
     binding_value = float(binding_rows["ceiling"].min()) if not binding_rows.empty else 0.0
