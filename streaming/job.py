@@ -265,9 +265,9 @@ class BatchProcessor:
                | (ds.field("resolved_at") >= pa.scalar(horizon, TS))),
             of_clusters)
         incidents = anchor_incidents(computed, earlier, horizon)
-        self.tables["incidents"].reconcile(
+        self.tables["incidents"].upsert(
             incidents, batch_id,
-            scope=f"t.cluster IN ({', '.join(repr(c) for c in clusters)}) "
+            delete_scope=f"t.cluster IN ({', '.join(repr(c) for c in clusters)}) "
                   f"AND t.started_at >= '{horizon.isoformat()}'")
         if self.config.alert_push.alertmanager_url:
             from streaming.alertpush import push_incidents

@@ -65,39 +65,25 @@ class DeltaRsTable:
                         partition_by=self.partition_by, commit_properties=self._props(batch_id))
         return True
 
-    def upsert(self, data: pa.Table, batch_id: int) -> bool:
-        """MERGE by the table's keys: late data corrects a row instead of duplicating it."""
-        if self.committed(batch_id):
-            return False
-        table = self.ensure()
-        predicate = " AND ".join(f"t.`{k}` = s.`{k}`" for k in self.keys)
-        (
-            table.merge(self.conform(data), predicate, source_alias="s", target_alias="t",
-                        commit_properties=self._props(batch_id))
-            .when_matched_update_all()
-            .when_not_matched_insert_all()
-            .execute()
-        )
-        return True
+    def upsert(self, data: pa.Table, batch_id: int, delete_scope: str | None = None) -> bool:
+        """MERGE by the table's keys: late data corrects a row instead of duplicating it.
 
-    def reconcile(self, data: pa.Table, batch_id: int, scope: str) -> bool:
-        """Upsert `data` and delete rows inside `scope` that the recomputation no longer has.
-
-        For derived tables (incidents) whose rows can disappear when late data corrects
-        the windows they came from; rows outside `scope` are never touched.
+        With `delete_scope`, target rows inside that predicate that `data` no longer has are
+        deleted: for derived tables (incidents) whose rows disappear when late data corrects
+        the windows they came from; rows outside the scope are never touched.
         """
         if self.committed(batch_id):
             return False
-        table = self.ensure()
         predicate = " AND ".join(f"t.`{k}` = s.`{k}`" for k in self.keys)
-        (
-            table.merge(self.conform(data), predicate, source_alias="s", target_alias="t",
-                        commit_properties=self._props(batch_id))
+        merge = (
+            self.ensure().merge(self.conform(data), predicate, source_alias="s",
+                                target_alias="t", commit_properties=self._props(batch_id))
             .when_matched_update_all()
             .when_not_matched_insert_all()
-            .when_not_matched_by_source_delete(scope)
-            .execute()
         )
+        if delete_scope is not None:
+            merge = merge.when_not_matched_by_source_delete(delete_scope)
+        merge.execute()
         return True
 
     def read(self, pushdown: ds.Expression | None = None, where: ds.Expression | None = None,
