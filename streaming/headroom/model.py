@@ -21,7 +21,6 @@ only the advice to keep the heap small, so any number here would be invented.
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime
@@ -30,13 +29,14 @@ from typing import Any
 
 import yaml
 
+from streaming.schemas import schemas_dir
+
 # seed 000, "The controller batch limits (HARD)": MAX_PARTITIONS_PER_BATCH = 10,000
 # (ReplicationControlManager.java:152). A compiled constant, so it is deliberately not a
 # per-cluster setting in headroom_defaults.yaml: no config can move it.
 MAX_PARTITIONS_PER_BATCH = 10_000
 
 DEFAULTS_FILE = "headroom_defaults.yaml"
-SCHEMAS_ENV = "KAFKA_HEALTH_SCHEMAS"
 
 MMAP = "mmap"
 FILE_DESCRIPTORS = "file_descriptors"
@@ -101,14 +101,6 @@ class HeadroomConfig:
 
 
 CONFIG_KEYS: tuple[str, ...] = tuple(f.name for f in fields(HeadroomConfig))
-
-
-def schemas_dir() -> Path:
-    """The env override exists so a deployed job can read schemas outside the source tree."""
-    env = os.environ.get(SCHEMAS_ENV)
-    if env:
-        return Path(env)
-    return Path(__file__).resolve().parents[2] / "metrics_schemas"
 
 
 def load_defaults(path: str | Path | None = None) -> dict[str, Any]:

@@ -20,7 +20,6 @@ import importlib.util
 import json
 import re
 import shutil
-import socket
 import subprocess
 import time
 import urllib.request
@@ -31,6 +30,7 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
 
+from streaming.broker import free_port
 from tests.dashboards import validator as v
 
 REPO = v.REPO
@@ -422,12 +422,6 @@ def build_registry(contract: v.Contract, clusters: dict[str, list[str]], *,
     return registry
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _get_json(url: str) -> dict:
     with urllib.request.urlopen(url, timeout=5) as resp:
         return json.loads(resp.read())
@@ -470,7 +464,7 @@ def stack(contract, tmp_path_factory):
             targets[name] = f"127.0.0.1:{server.server_port}"
 
         tmp = tmp_path_factory.mktemp("prometheus")
-        port = _free_port()
+        port = free_port()
         config = tmp / "prometheus.yml"
         config.write_text(yaml.safe_dump({
             "global": {"scrape_interval": "1s", "scrape_timeout": "1s",
@@ -594,6 +588,6 @@ def test_runner_reports_errors_and_empty_results(stack):
 
 
 def test_runner_reports_unreachable_prometheus():
-    (r, *_) = v.run_panel_queries(f"http://127.0.0.1:{_free_port()}", [_minimal_dashboard()],
+    (r, *_) = v.run_panel_queries(f"http://127.0.0.1:{free_port()}", [_minimal_dashboard()],
                                   {"cluster": "alpha"}, expectations=[], timeout=2)
     assert r.status == "error" and r.error.startswith("connection")

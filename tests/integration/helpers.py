@@ -8,9 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import yaml
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
+from streaming.broker import free_port
 from streaming.config import Config, load_config
 from streaming.exporter import Exporter
 from streaming.job import Job
@@ -84,3 +86,21 @@ def truth_mismatches(signals: pd.DataFrame, truth_rows: list[dict[str, Any]],
     for key in set(got) - expected_keys:
         problems.append(f"unexpected window {key}")
     return problems
+
+
+def config_file(directory: Path, bootstrap: str, topic: str, max_offsets: int = 6,
+                trigger_seconds: float = 0.2) -> Path:
+    """A config file for `kafka-health run` on the embedded broker under `directory`."""
+    directory.mkdir(parents=True, exist_ok=True)
+    config = {
+        "spark": {"checkpoint": str(directory / "checkpoint"), "trigger_seconds": trigger_seconds},
+        "source": {"bootstrap_servers": bootstrap, "embedded_broker": True,
+                   "topics": [{"name": topic, "format": "jolokia"}],
+                   "max_offsets_per_trigger": max_offsets},
+        "delta": {"path": str(directory / "delta")},
+        "quality": {"max_timestamp_skew_seconds": 86400},
+        "exporter": {"port": free_port()},
+    }
+    path = directory / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path

@@ -11,12 +11,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-import yaml
 
-from streaming.broker import free_port
 from streaming.config import load_config
 from tests.conftest import wait_for
-from tests.integration.helpers import count, running_job, table
+from tests.integration.helpers import config_file, count, running_job, table
 from tests.integration.test_restart import start_job
 from tests.integration.test_skeleton import faulted_simulation
 
@@ -24,22 +22,6 @@ pytestmark = pytest.mark.integration
 TABLES = ("bronze", "quarantine", "broker_signals", "cluster_signals", "incidents",
           "partition_headroom")
 VOLATILE = {"ingest_ts", "updated_at", "evaluated_at_wall"}
-
-
-def config_file(directory: Path, bootstrap: str, topic: str) -> Path:
-    directory.mkdir(parents=True, exist_ok=True)
-    config = {
-        "spark": {"checkpoint": str(directory / "checkpoint"), "trigger_seconds": 0.2},
-        "source": {"bootstrap_servers": bootstrap, "embedded_broker": True,
-                   "topics": [{"name": topic, "format": "jolokia"}],
-                   "max_offsets_per_trigger": 6},
-        "delta": {"path": str(directory / "delta")},
-        "quality": {"max_timestamp_skew_seconds": 86400},
-        "exporter": {"port": free_port()},
-    }
-    path = directory / "config.yaml"
-    path.write_text(yaml.safe_dump(config))
-    return path
 
 
 def comparable(root: Path, name: str) -> pd.DataFrame:

@@ -9,11 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
-from streaming.broker import free_port
 from tests.conftest import wait_for
-from tests.integration.helpers import count, table, truth_mismatches
+from tests.integration.helpers import config_file, count, table, truth_mismatches
 from tests.integration.test_skeleton import faulted_simulation
 
 pytestmark = pytest.mark.integration
@@ -26,26 +24,11 @@ def start_job(config_path: Path, log: Path) -> subprocess.Popen[bytes]:
     )
 
 
-def write_config(tmp_path: Path, bootstrap: str, topic: str) -> Path:
-    config = {
-        "spark": {"checkpoint": str(tmp_path / "checkpoint"), "trigger_seconds": 0.5},
-        "source": {"bootstrap_servers": bootstrap, "embedded_broker": True,
-                   "topics": [{"name": topic, "format": "jolokia"}],
-                   "max_offsets_per_trigger": 12},
-        "delta": {"path": str(tmp_path / "delta")},
-        "quality": {"max_timestamp_skew_seconds": 86400},
-        "exporter": {"port": free_port()},
-    }
-    path = tmp_path / "config.yaml"
-    path.write_text(yaml.safe_dump(config))
-    return path
-
-
 def test_sigkill_and_restart_keeps_exactly_n_rows(broker, topic, tmp_path):
     sim = faulted_simulation(broker.bootstrap, topic)
     expected = sim.truth.samples_total
     root = tmp_path / "delta"
-    config = write_config(tmp_path, broker.bootstrap, topic)
+    config = config_file(tmp_path, broker.bootstrap, topic, max_offsets=12, trigger_seconds=0.5)
     log = tmp_path / "job.log"
 
     first = start_job(config, log)
