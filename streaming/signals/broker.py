@@ -55,13 +55,33 @@ def with_counter_deltas(samples: DataFrame) -> DataFrame:
         F.col("labels_key"),
     ).orderBy(F.col("ts"), F.col("source_offset"))
     previous = F.lag(F.col("value")).over(series)
+    elapsed = F.unix_micros(F.col("ts")) - F.unix_micros(F.lag(F.col("ts")).over(series))
     delta = (
         F.when(F.col("kind") != F.lit("counter"), F.lit(None).cast("double"))
         .when(previous.isNull(), F.lit(None).cast("double"))
         .when(F.col("value") >= previous, F.col("value") - previous)
         .otherwise(F.col("value"))
     )
-    return samples.select(F.col("*"), delta.alias("delta"))
+    # Per-second rate between two samples of one counter life; after a reset the time the
+    # new count accumulated over is unknown, so no rate rather than a wrong one.
+    rate = F.when(
+        (F.col("kind") == F.lit("counter")) & (F.col("value") >= previous) & (elapsed > 0),
+        (F.col("value") - previous) / (elapsed / F.lit(1e6)),
+    )
+    return samples.select(F.col("*"), delta.alias("delta"), rate.alias("rate_per_second"))
+
+
+def _handler_idle_from_count() -> Column:
+    """Idle fraction of the request handler threads from the Meter's cumulative Count.
+
+    RequestHandlerAvgIdlePercent is a Meter: OneMinuteRate is the fraction itself, Count is
+    idle nanoseconds per thread, so rate(Count) / 1e9 is the fraction (DESIGN.md "Traps").
+    Schemes that export only Count (Strimzi, upstream jmx_exporter, Confluent's bare name)
+    need this; MeanRate, a lifetime average, is never used. Where both exist the
+    OneMinuteRate wins (see broker_signals), being the broker's own figure.
+    """
+    return F.when(_is("RequestHandlerAvgIdlePercent", "Count"),
+                  F.col("rate_per_second") / F.lit(1e9))
 
 
 def _is(metric: str, attribute: str = "Value") -> Column:
@@ -127,9 +147,10 @@ def broker_signals(samples: DataFrame, config: SignalsConfig) -> DataFrame:
         F.percentile_approx(queue_ratio, F.lit(0.95), F.lit(10000)).alias(
             "request_queue_utilization_p95"),
         _max("ResponseQueueSize").alias("response_queue_size_max"),
-        _min("RequestHandlerAvgIdlePercent", "OneMinuteRate").alias("request_handler_idle_min"),
-        _mean("RequestHandlerAvgIdlePercent", "OneMinuteRate").alias(
-            "request_handler_idle_mean"),
+        F.coalesce(_min("RequestHandlerAvgIdlePercent", "OneMinuteRate"),
+                   F.min(_handler_idle_from_count())).alias("request_handler_idle_min"),
+        F.coalesce(_mean("RequestHandlerAvgIdlePercent", "OneMinuteRate"),
+                   F.avg(_handler_idle_from_count())).alias("request_handler_idle_mean"),
         _min("NetworkProcessorAvgIdlePercent").alias("network_processor_idle_min"),
         _mean("NetworkProcessorAvgIdlePercent").alias("network_processor_idle_mean"),
         _last("PartitionCount").alias("partition_count_last"),

@@ -15,6 +15,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from streaming.exporter import Exporter
 from streaming.simulate.model import ClusterModel
 from streaming.simulate.runner import Event, Simulator
 from tests.integration.helpers import count, run_until, table, truth_mismatches
@@ -86,11 +87,12 @@ def incidents_of(root: str, kind: str) -> set[tuple]:
     }
 
 
-def run_job(spark, job_env, sim: Simulator, expected: int | None = None) -> str:
+def run_job(spark, job_env, sim: Simulator, expected: int | None = None,
+            exporter: Exporter | None = None) -> str:
     root = job_env["KAFKA_HEALTH__DELTA__PATH"]
     expected = sim.truth.samples_total if expected is None else expected
     run_until(spark, job_env, lambda: count(root, "bronze") >= expected, 240,
-              f"{expected} bronze rows")
+              f"{expected} bronze rows", exporter=exporter)
     assert count(root, "bronze") == expected
     return root
 
@@ -153,10 +155,32 @@ def test_isr_flapping_follower_counts_every_shrink_and_expand(broker, topic, job
     model = ClusterModel("c1", [1, 2, 3], {"orders": 6})
     flaps = [Event(t, lambda m: m.isr_flap(3, count=2)) for t in range(60, 300, 15)]
     sim = simulate(broker.bootstrap, topic, model, 6, flaps)
-    root = run_job(spark, job_env, sim)
+    exporter = Exporter()
+    root = run_job(spark, job_env, sim, exporter=exporter)
     truth = assert_matches_truth(root, sim)
     assert sum(r["isr_shrinks_increase"] for r in truth) == 16 * 2 * 4
     assert table(root, "incidents").empty
+    # every shrink was followed by its expand: no churn imbalance on any broker
+    assert {b: churn(exporter, b) for b in ("1", "2", "3")} == {"1": 0.0, "2": 0.0, "3": 0.0}
+
+
+def churn(exporter: Exporter, broker_id: str) -> float | None:
+    return exporter.registry.get_sample_value(
+        "kafka_health_isr_churn_unmatched_shrinks", {"cluster": "c1", "broker": broker_id})
+
+
+def test_shrinks_never_matched_by_expands_are_churn_imbalance(broker, topic, job_env, spark):
+    model = ClusterModel("c1", [1, 2, 3], {"orders": 6})
+    sim = simulate(broker.bootstrap, topic, model, 6, [Event(60, lambda m: m.broker_down(3))])
+    exporter = Exporter()
+    env = {**job_env, "KAFKA_HEALTH__SIGNALS__ISR_CHURN_MATCH_SECONDS": "120"}
+    root = run_job(spark, env, sim, exporter=exporter)
+    truth = assert_matches_truth(root, sim)
+    # broker 3 never comes back: every shrink its followers' leaders reported stays unmatched
+    expected = {b: sum(r["isr_shrinks_increase"] for r in truth if r["broker"] == b)
+                for b in ("1", "2")}
+    assert all(expected.values()), expected
+    assert {b: churn(exporter, b) for b in ("1", "2")} == expected
 
 
 def test_request_queue_saturation_opens_and_resolves(broker, topic, job_env, spark):

@@ -1,0 +1,70 @@
+"""Request-handler idle from the Meter, on real Spark: OneMinuteRate when it is exported,
+rate(Count) / 1e9 when only the cumulative Count is (Strimzi / upstream jmx_exporter)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pyarrow as pa
+import pytest
+
+from streaming.config import SignalsConfig
+from streaming.schemas import arrow_schema
+from streaming.signals.broker import broker_signals
+
+pytestmark = pytest.mark.integration
+START = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+SCRAPE = 15
+
+
+def meter_samples(idle_by_scrape: list[float], reset_at: int | None = None,
+                  one_minute_rate: bool = False) -> pa.Table:
+    """The Meter a broker with this idle fraction per scrape interval reports.
+
+    Count accumulates idle nanoseconds per thread; a reset (broker restart) starts it from
+    the idle of the first interval after the restart.
+    """
+    schema = arrow_schema("bronze")
+    rows, count = [], 0.0
+    for i, idle in enumerate(idle_by_scrape):
+        if i == reset_at:
+            count = 0.0
+        count += idle * SCRAPE * 1e9
+        ts = START + timedelta(seconds=i * SCRAPE)
+        attrs = [("Count", count, "counter")]
+        if one_minute_rate:
+            attrs.append(("OneMinuteRate", min(1.0, idle + 0.05), "gauge"))
+        for attribute, value, kind in attrs:
+            rows.append({name: None for name in schema.names} | {
+                "cluster": "c1", "broker": "1", "ts": ts, "metric": "RequestHandlerAvgIdlePercent",
+                "attribute": attribute, "labels": [], "value": value, "kind": kind,
+                "source_offset": len(rows), "date": ts.strftime("%Y-%m-%d")})
+    return pa.Table.from_pylist(rows, schema=schema)
+
+
+def idle_by_window(spark, samples: pa.Table) -> dict[int, tuple[float, float]]:
+    rows = broker_signals(spark.createDataFrame(samples), SignalsConfig()).collect()
+    # minutes since START (whole-hour time zones keep the minute)
+    return {r["window_start"].minute - START.minute:
+            (r["request_handler_idle_min"], r["request_handler_idle_mean"]) for r in rows}
+
+
+def test_idle_from_count_alone_is_the_idle_fraction(spark):
+    # minute 0 healthy (0.9), minute 1 saturated (0.1 for two scrapes, then 0.3)
+    idle = [0.9, 0.9, 0.9, 0.9, 0.1, 0.1, 0.3, 0.3]
+    windows = idle_by_window(spark, meter_samples(idle))
+    # the first sample of the series has no predecessor: minute 0 averages three intervals
+    assert windows[0] == pytest.approx((0.9, 0.9))
+    assert windows[1] == pytest.approx((0.1, 0.2))
+
+
+def test_a_counter_reset_yields_no_rate_instead_of_a_wrong_one(spark):
+    idle = [0.9, 0.9, 0.9, 0.9, 0.5, 0.5, 0.5, 0.5]
+    windows = idle_by_window(spark, meter_samples(idle, reset_at=5))
+    assert windows[1] == pytest.approx((0.5, 0.5))
+
+
+def test_one_minute_rate_wins_when_both_are_exported(spark):
+    idle = [0.9, 0.9, 0.9, 0.9, 0.1, 0.1, 0.1, 0.1]
+    windows = idle_by_window(spark, meter_samples(idle, one_minute_rate=True))
+    assert windows[1] == pytest.approx((0.15, 0.15))
