@@ -180,6 +180,37 @@ def build_alerts(config: AlertPushConfig, incidents: list[dict[str, Any]],
     return alerts
 
 
+def opened_in_signals(rows: list[dict[str, Any]], fresh_seconds: float,
+                      now: datetime | None = None) -> list[dict[str, Any]]:
+    """Open incidents read straight off a batch's broker_signals rows, for an early push.
+
+    The incidents step (a recomputation over the horizon) comes seconds later in the same
+    batch and pushes the same alert (same labels, so Alertmanager keeps one) with its id
+    and, later, its resolution. Pushing here saves those seconds on the data-loss page.
+    Only each broker's newest window in the batch, and only if it ended within
+    `fresh_seconds`, is pushed: a late sample that recomputes an old window must not
+    re-open an incident that has already been resolved.
+    """
+    from streaming.signals.incidents import POSITIVE_BROKER_CONDITIONS
+
+    now = now or datetime.now(UTC)
+    newest: dict[tuple[str, str], dict[str, Any]] = {}
+    for row in rows:
+        key = (row["cluster"], row["broker"])
+        if key not in newest or row["window_start"] > newest[key]["window_start"]:
+            newest[key] = row
+    opened = []
+    for row in newest.values():
+        if now - _utc(row["window_end"]) > timedelta(seconds=fresh_seconds):
+            continue
+        for kind, column in POSITIVE_BROKER_CONDITIONS.items():
+            if (row.get(column) or 0) > 0:
+                opened.append({"kind": kind, "cluster": row["cluster"], "broker": row["broker"],
+                               "started_at": row["window_start"], "resolved_at": None,
+                               "peak_value": row[column], "incident_id": None})
+    return opened
+
+
 def _post(url: str, body: bytes, timeout: float) -> None:
     request = urllib.request.Request(
         url.rstrip("/") + "/api/v2/alerts", data=body, method="POST",

@@ -28,6 +28,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 
 from streaming import failpoints
+from streaming.alertpush import opened_in_signals, push_incidents
 from streaming.config import Config
 from streaming.decode.records import DecodeContext, reason_category
 from streaming.decode.stage import decode_stage
@@ -212,9 +213,16 @@ class BatchProcessor:
             self.tables["broker_signals"].upsert(broker_rows, batch_id)
         failpoints.hit("broker_signals_committed")
         exporter = self.exporter
-        if exporter is not None:  # gauges first: paging latency must not wait for the rest
-            exporter.update_brokers(broker_rows.to_pylist())
-            exporter.update_staleness(cfg.stale_after_intervals * cfg.scrape_interval_seconds)
+        push = self.config.alert_push
+        if exporter is not None or push.alertmanager_url:
+            # Paging first: gauges and the direct push must not wait for the rest of the batch.
+            rows = broker_rows.to_pylist()
+            if push.alertmanager_url:
+                push_incidents(push, opened_in_signals(
+                    rows, cfg.window_seconds + cfg.watermark_seconds))
+            if exporter is not None:
+                exporter.update_brokers(rows)
+                exporter.update_staleness(cfg.stale_after_intervals * cfg.scrape_interval_seconds)
         with stopwatch(timings, "cluster_signals"):
             stored = self.tables["broker_signals"].read(
                 (ds.field("window_start") >= pa.scalar(first, TS))
@@ -270,8 +278,6 @@ class BatchProcessor:
             delete_scope=f"t.cluster IN ({', '.join(repr(c) for c in clusters)}) "
                   f"AND t.started_at >= '{horizon.isoformat()}'")
         if self.config.alert_push.alertmanager_url:
-            from streaming.alertpush import push_incidents
-
             push_incidents(self.config.alert_push, incidents.to_pylist())
 
 

@@ -15,6 +15,12 @@ from pyspark.sql import functions as F
 from streaming.config import SignalsConfig
 
 CLUSTER_WIDE = "*"
+# Kinds whose condition is "this broker_signals column is above zero in the window" (and
+# whose peak is that column): the direct alert push reads them from a batch's broker rows.
+POSITIVE_BROKER_CONDITIONS = {
+    "under_min_isr": "under_min_isr_max",
+    "unclean_election": "unclean_elections_increase",
+}
 KINDS = ("under_min_isr", "offline_partitions", "unclean_election", "controller", "saturation",
          "stale_broker")
 
@@ -63,10 +69,8 @@ def incident_conditions(broker_rows: DataFrame, cluster_rows: DataFrame,
     saturated = (F.col("request_queue_utilization_max") > F.lit(config.saturation_queue_ratio)) | (
         F.col("request_handler_idle_min") < F.lit(config.saturation_idle_ratio))
     parts = [
-        _condition(broker_rows, broker, "under_min_isr", F.col("under_min_isr_max") > 0,
-                   F.col("under_min_isr_max")),
-        _condition(broker_rows, broker, "unclean_election",
-                   F.col("unclean_elections_increase") > 0, F.col("unclean_elections_increase")),
+        *[_condition(broker_rows, broker, kind, F.col(column) > 0, F.col(column))
+          for kind, column in POSITIVE_BROKER_CONDITIONS.items()],
         _condition(broker_rows, broker, "saturation", saturated,
                    F.col("request_queue_utilization_max")),
         _condition(cluster_rows, F.lit(CLUSTER_WIDE), "offline_partitions",

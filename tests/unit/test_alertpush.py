@@ -266,3 +266,31 @@ def test_hung_alertmanager_costs_at_most_the_timeout(am: FakeAlertmanager) -> No
 def test_malformed_incident_is_counted_not_raised(am: FakeAlertmanager) -> None:
     push_incidents(config(am.url), [{"kind": "unclean_election"}])  # no cluster, no start
     assert alertpush.STATS.failures == 1 and am.bodies == []
+
+
+# --- early push from a batch's broker rows -------------------------------------------------
+
+
+def signal_row(broker: str, minute: int, unclean: float = 0.0, under_min: float = 0.0
+               ) -> dict[str, Any]:
+    start = T0 + timedelta(minutes=minute)
+    return {"cluster": "c1", "broker": broker, "window_start": start,
+            "window_end": start + timedelta(minutes=1), "unclean_elections_increase": unclean,
+            "under_min_isr_max": under_min}
+
+
+def test_early_push_reads_each_brokers_newest_fresh_window() -> None:
+    now = T0 + timedelta(minutes=3, seconds=10)
+    rows = [
+        signal_row("3", 1, unclean=2.0),   # older window of broker 3: a late recomputation
+        signal_row("3", 2),                # broker 3's newest window: nothing
+        signal_row("1", 2, unclean=1.0, under_min=4.0),
+        signal_row("2", -5, unclean=1.0),  # ended long ago: never re-opened by a late sample
+    ]
+    opened = alertpush.opened_in_signals(rows, fresh_seconds=180, now=now)
+    assert sorted((o["kind"], o["broker"], o["peak_value"]) for o in opened) == [
+        ("unclean_election", "1", 1.0), ("under_min_isr", "1", 4.0)]
+    [alert] = build_alerts(config("http://x"), opened, now=now)  # only the pushed kind
+    assert alert["labels"]["alertname"] == "KafkaUncleanLeaderElection"
+    assert parse(alert["startsAt"]) == T0 + timedelta(minutes=2)
+    assert parse(alert["endsAt"]) > now, "open until the incidents step says otherwise"
