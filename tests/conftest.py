@@ -1,4 +1,5 @@
-"""Shared fixtures: one embedded broker and one local Spark session per test run."""
+"""Shared fixtures: one embedded broker and one local Spark session per test run, and the
+summary of dashboard query runs (tests/dashboards, tests/e2e) printed at the end."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from typing import Any
 import pytest
 
 os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
+
+_QUERY_REPORT: list[str] = []
 
 
 def wait_for(condition: Callable[[], Any], timeout: float, what: str, every: float = 0.5) -> Any:
@@ -65,3 +68,16 @@ def job_env(broker: Any, topic: str, tmp_path: Path) -> dict[str, str]:
         "KAFKA_HEALTH__QUALITY__MAX_TIMESTAMP_SKEW_SECONDS": "86400",
         "KAFKA_HEALTH__SIGNALS__SCRAPE_INTERVAL_SECONDS": "15",
     }
+
+
+@pytest.fixture(scope="session")
+def query_report() -> list[str]:
+    """One line per scenario of dashboard queries run against Prometheus."""
+    return _QUERY_REPORT
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):  # noqa: ARG001
+    if _QUERY_REPORT:
+        terminalreporter.section("dashboard queries against Prometheus")
+        for line in _QUERY_REPORT:
+            terminalreporter.write_line(line)

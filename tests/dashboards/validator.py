@@ -433,11 +433,13 @@ class EmptyAllowed:
     title: str | None = None  # when given, must match the panel's title
 
 
-def load_expectations(path: Path | str = EXPECTATIONS_PATH) -> list[EmptyAllowed]:
-    """Read dashboards/expectations.yaml (see the file for the format)."""
+def load_expectations(path: Path | str = EXPECTATIONS_PATH, section: str = "may_be_empty"
+                      ) -> list[EmptyAllowed]:
+    """Read one section of dashboards/expectations.yaml (see the file for the format):
+    `may_be_empty` (a quiet healthy fleet) or `live_demo` (the live-pipeline scenario)."""
     doc = yaml.safe_load(Path(path).read_text()) or {}
     out = []
-    for uid, entries in (doc.get("may_be_empty") or {}).items():
+    for uid, entries in (doc.get(section) or {}).items():
         for e in entries or []:
             out.append(EmptyAllowed(uid, e.get("panel"), e.get("refId"),
                                     str(e.get("reason") or ""), e.get("title")))
