@@ -1138,6 +1138,30 @@ def pipeline() -> dict:
                    [target("sum by (instance) (increase(kafka_health_pipeline_dq_failures_total"
                            f"{{{I}}}[$__rate_interval]))", inst)],
                    thr="dq_failures", threshold_style="line", bars=True, w=8, decimals=0),
+        row("Source and alert push"),
+        timeseries("Metrics broker reachable",
+                   "1 when the broker holding the metrics topics answered the last offset "
+                   "probe (after each batch, and every idle interval). Bad: 0 - the query "
+                   "waits for the broker; no new signals until it is back.",
+                   [target(f"kafka_health_pipeline_source_up{{{I}}}", inst)],
+                   thr="pipeline_up", threshold_style="line", w=8, decimals=0),
+        timeseries("Source data loss",
+                   "Metrics-topic partitions whose offsets went backwards or vanished "
+                   "(broker lost data, topic recreated), skipped because "
+                   "source.fail_on_data_loss is false. Bad: any bar - samples in the gap were "
+                   "never seen, so those windows may miss a fault.",
+                   [target("sum by (instance) (increase("
+                           f"kafka_health_pipeline_source_data_loss_total{{{I}}}"
+                           "[$__rate_interval]))", inst)],
+                   bars=True, w=8, decimals=0),
+        timeseries("Alert push failures",
+                   "Failed POSTs of the direct data-loss push to Alertmanager. Bad: any bar - "
+                   "pages fall back to the Prometheus rule path (seconds slower). Stays 0 "
+                   "while the push is not configured.",
+                   [target("sum by (instance) (increase("
+                           f"kafka_health_pipeline_alert_push_failures_total{{{I}}}"
+                           "[$__rate_interval]))", inst)],
+                   bars=True, w=8, decimals=0),
     ]
     return dashboard(
         "kafka-health-pipeline", "kafka-health / Pipeline",

@@ -27,7 +27,7 @@ import pyarrow.dataset as ds
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 
-from streaming import failpoints
+from streaming import alertpush, failpoints
 from streaming.alertpush import opened_in_signals, push_incidents
 from streaming.config import Config
 from streaming.decode.records import DecodeContext, reason_category
@@ -101,6 +101,7 @@ class BatchProcessor:
         self.exporter = exporter
         self.stats = BatchStats()
         self.timings: dict[str, float] = {}
+        self.push_failures_seen = alertpush.STATS.failures
         self.validator = BronzeValidator(config.quality.validate_every_n_batches,
                                          config.quality.sample_rows)
         self.set_app_id(app_id)
@@ -244,6 +245,11 @@ class BatchProcessor:
             self.update_incidents(clusters, first, last, batch_id)
         failpoints.hit("incidents_committed")
         if exporter is not None:
+            failures = alertpush.STATS.failures
+            if failures > self.push_failures_seen:
+                exporter.count("kafka_health_pipeline_alert_push_failures_total",
+                               failures - self.push_failures_seen)
+            self.push_failures_seen = failures
             open_now = self.tables["incidents"].read(
                 ds.field("resolved_at").is_null(), ds.field("cluster").isin(clusters),
                 columns=["cluster", "kind"])
@@ -318,6 +324,7 @@ class ProgressListener(StreamingQueryListener):
         self.exporter = exporter
         self.lag = lag
         self.printer = printer
+        self.last_end: dict[str, Any] | None = None
 
     def onQueryStarted(self, event: Any) -> None:
         if self.exporter:
@@ -328,16 +335,23 @@ class ProgressListener(StreamingQueryListener):
         rows = progress.numInputRows
         rate = progress.processedRowsPerSecond or 0.0
         duration = (progress.batchDuration or 0) / 1000.0
-        end = progress.sources[0].endOffset if progress.sources else None
-        lag = self.lag(json.loads(end)) if end else None
+        source = progress.sources[0] if progress.sources else None
+        end = offsets_json(source.endOffset) if source is not None else None
+        if end is not None:
+            self.last_end = end
+        lag = self.lag(end) if end else None
         stats = self.processor.stats
         if self.exporter:
             ex = self.exporter
             ex.pipeline("kafka_health_pipeline_last_batch_timestamp_seconds", time.time())
             ex.pipeline("kafka_health_pipeline_batch_duration_seconds", duration)
             ex.pipeline("kafka_health_pipeline_input_rows_per_second", rate)
+            ex.pipeline("kafka_health_pipeline_source_up", 0 if lag is None else 1)
             if lag is not None:
                 ex.pipeline("kafka_health_pipeline_source_lag_records", lag)
+            lost = offsets_lost(offsets_json(source.startOffset) if source else None, end)
+            if lost:
+                ex.count("kafka_health_pipeline_source_data_loss_total", lost)
             if stats.newest_event is not None:
                 ex.pipeline("kafka_health_pipeline_newest_event_timestamp_seconds",
                             stats.newest_event.timestamp())
@@ -356,10 +370,36 @@ class ProgressListener(StreamingQueryListener):
         if self.exporter:
             self.exporter.pipeline("kafka_health_pipeline_last_batch_timestamp_seconds",
                                    time.time())
+            # Idle may mean "no new metrics" or "broker gone": the probe tells them apart.
+            if self.last_end is not None:
+                reachable = self.lag(self.last_end) is not None
+                self.exporter.pipeline("kafka_health_pipeline_source_up", int(reachable))
 
     def onQueryTerminated(self, event: Any) -> None:
         if self.exporter:
             self.exporter.pipeline("kafka_health_pipeline_up", 0)
+
+
+def offsets_json(text: str | None) -> dict[str, Any] | None:
+    """A source offset from a progress event; None when absent or not a JSON object."""
+    try:
+        value = json.loads(text) if text else None
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def offsets_lost(start: dict[str, dict[str, int]] | None, end: dict[str, dict[str, int]] | None
+                 ) -> int:
+    """Topic-partitions whose end went below their start, or vanished, within one batch.
+
+    The source only plans such a batch when failOnDataLoss is off (it stops otherwise),
+    so this counts the data loss it skipped over.
+    """
+    if not start or end is None:
+        return 0
+    return sum(1 for topic, parts in start.items() for p, begin in parts.items()
+               if end.get(topic, {}).get(p, -1) < begin)
 
 
 class LagProbe:
@@ -377,6 +417,9 @@ class LagProbe:
                 conf = self.config.source.client_config()
                 conf.update({"group.id": "kafka-health-lag", "enable.auto.commit": False})
                 self.consumer = Consumer(conf)
+                # Watermark queries on a fresh client fail with "unknown partition" until
+                # it has metadata for the topic: load it first.
+                self.consumer.list_topics(timeout=5)
             total = 0
             for topic, parts in end.items():
                 for partition, offset in parts.items():
@@ -386,6 +429,9 @@ class LagProbe:
             return total
         except Exception as err:  # lag is a diagnostic, never a reason to stop the job
             LOG.warning("source lag unavailable: %s", err)
+            # A fresh client next time: librdkafka keeps stale metadata (a topic that was
+            # missing for a while stays "unknown") long after the broker is healthy again.
+            self.close()
             return None
 
     def close(self) -> None:

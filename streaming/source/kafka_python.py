@@ -36,12 +36,19 @@ LOG = logging.getLogger("kafka_health.source")
 SOURCE_NAME = "kafka_health_kafka"
 CHUNK = 10_000
 STALL_SECONDS = 60.0
+# Empty reads for this long make the reader check whether the rest of its range still exists
+# (not at once: Tansu under-reports the high watermark while records are in flight).
+GONE_CHECK_SECONDS = 5.0
 # confluent-kafka timestamp types -> Spark kafka source's timestampType (0 create, 1 log append)
 _TS_TYPES = {1: 0, 2: 1}
 
 
 class KafkaDataLossError(RuntimeError):
     """Offsets the checkpoint expects are gone; raised only when failOnDataLoss is true."""
+
+
+class KafkaUnavailableError(RuntimeError):
+    """Kafka could not be reached before the query knew any offsets (nothing to wait on)."""
 
 
 class KafkaRange(InputPartition):
@@ -103,6 +110,8 @@ class KafkaStreamReader(DataSourceStreamReader):
         )
         self._meta: Any = None
         self._probe: Any = None
+        self._unreachable_since: float | None = None
+        self._unreachable_logged = 0.0
         self.probe_high = _as_bool(options.get("highWatermarkProbe"), False)
 
     def __getstate__(self) -> dict[str, Any]:
@@ -188,11 +197,45 @@ class KafkaStreamReader(DataSourceStreamReader):
         return json.loads(self.starting)
 
     def latestOffset(self) -> dict:
-        latest = self._offsets("latest")
+        from confluent_kafka import KafkaException
+
         start = self._last_end
-        if start is None:
-            start = self.initialOffset()
+        try:
+            latest = self._offsets("latest")
+            if start is None:
+                start = self.initialOffset()
+        except KafkaException as err:
+            if start is None:
+                raise KafkaUnavailableError(
+                    f"cannot read offsets from Kafka at {self._bootstrap()}: {err}") from err
+            # An unreachable broker is an outage to wait out, not a reason to kill an
+            # always-on query (and crash-loop its pod): no new end, so no batch is planned.
+            self._warn_unreachable(err)
+            return start
+        if self._unreachable_since is not None:
+            LOG.warning("Kafka at %s reachable again after %.0fs", self._bootstrap(),
+                        time.monotonic() - self._unreachable_since)
+            self._unreachable_since = None
+        vanished = sorted(f"{topic}-{p}" for topic, parts in start.items() for p in parts
+                          if p not in latest.get(topic, {}))
+        if vanished:
+            self._data_loss(f"partition(s) {', '.join(vanished)} no longer exist: the topic "
+                            "was deleted or the broker lost its data")
         return self._capped(start, latest) if self.max_per_trigger else latest
+
+    def _bootstrap(self) -> str:
+        return self.options.get("kafka.bootstrap.servers", "?")
+
+    def _warn_unreachable(self, err: Exception) -> None:
+        now = time.monotonic()
+        if self._unreachable_since is None:
+            self._unreachable_since = self._unreachable_logged = now
+            LOG.warning("Kafka at %s unreachable (%s); the query waits for it", self._bootstrap(),
+                        err)
+        elif now - self._unreachable_logged > 60:
+            self._unreachable_logged = now
+            LOG.warning("Kafka at %s still unreachable after %.0fs (%s)", self._bootstrap(),
+                        now - self._unreachable_since, err)
 
     def _capped(self, start: dict, latest: dict) -> dict:
         """Spread the per-trigger cap over partitions in proportion to their backlog."""
@@ -297,6 +340,9 @@ class KafkaStreamReader(DataSourceStreamReader):
                 if cols["offset"]:
                     last_progress = time.monotonic()
                     yield pa.RecordBatch.from_pydict(cols, schema=schema)
+                elif (time.monotonic() - last_progress > GONE_CHECK_SECONDS
+                      and self._range_gone(consumer, partition, position)):
+                    break
                 elif time.monotonic() - last_progress > STALL_SECONDS:
                     raise TimeoutError(
                         f"{partition.topic}-{partition.partition}: no records between offset "
@@ -305,6 +351,26 @@ class KafkaStreamReader(DataSourceStreamReader):
                     )
         finally:
             consumer.close()
+
+
+    def _range_gone(self, consumer: Any, partition: KafkaRange, position: int) -> bool:
+        """Nothing arrives: is the rest of the range gone (broker lost data while we read)?
+
+        True (after reporting data loss, which raises when failOnDataLoss is on) when the
+        partition now ends below `position`; an unreachable broker is waited on instead.
+        """
+        from confluent_kafka import KafkaException, TopicPartition
+
+        try:
+            _, high = consumer.get_watermark_offsets(
+                TopicPartition(partition.topic, partition.partition), timeout=5, cached=False)
+        except KafkaException:
+            return False
+        if high >= partition.end or high > position:
+            return False
+        self._data_loss(f"{partition.topic}-{partition.partition}: offsets {position}.."
+                        f"{partition.end - 1} are gone (the broker lost data during the read)")
+        return True
 
 
 class KafkaHealthKafkaSource(DataSource):

@@ -383,6 +383,9 @@ def _value(metric: str, labels: dict[str, str], troubled: bool) -> float:
         "kafka_health_pipeline_input_records_total": 1_000_000,
         "kafka_health_pipeline_quarantined_records_total": 7,
         "kafka_health_pipeline_dq_failures_total": 1 if troubled else 0,
+        "kafka_health_pipeline_source_up": 0 if troubled else 1,
+        "kafka_health_pipeline_source_data_loss_total": 1 if troubled else 0,
+        "kafka_health_pipeline_alert_push_failures_total": 2 if troubled else 0,
     }
     return float(table[metric])
 
