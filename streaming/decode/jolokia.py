@@ -14,7 +14,7 @@ import math
 from typing import Any
 
 from streaming.catalog import Catalog, parse_object_name
-from streaming.decode.common import DecodeError, Observation
+from streaming.decode.common import DecodeError, Observation, Rejected
 
 IDENTITY_PROPS = ("type", "name")
 
@@ -49,21 +49,31 @@ def _resolve(catalog: Catalog, object_name: str, attribute: str
     return resolved
 
 
+def _numeric_attribute(attribute: str) -> bool:
+    return attribute in ("Value", "Count") or attribute.endswith("Rate")
+
+
 def _mbean_observations(
     catalog: Catalog, object_name: str, attributes: dict[str, Any], ts: float | None
-) -> list[Observation]:
-    out = []
+) -> list[Observation | Rejected]:
+    """Numeric attributes become observations. A non-numeric one is skipped (MBeans carry
+    strings such as a Meter's RateUnit) unless it is a known metric's value, count or rate:
+    that arriving as a string or list is a broken exporter, rejected, not dropped unseen."""
+    out: list[Observation | Rejected] = []
     for attribute, raw in attributes.items():
         value = _number(raw)
-        if value is None:
-            continue
         metric, canonical, kind, labels = _resolve(catalog, object_name, attribute)
+        if value is None:
+            if metric is not None and raw is not None and _numeric_attribute(canonical):
+                out.append(Rejected("wrong_type", f"{metric}.{canonical}={str(raw)[:60]!r} is "
+                                                  "not a number"))
+            continue
         out.append(Observation(ts, metric, canonical, value, kind, labels,
                                raw_name=None if metric else object_name))
     return out
 
 
-def _entry_observations(catalog: Catalog, entry: Any) -> list[Observation]:
+def _entry_observations(catalog: Catalog, entry: Any) -> list[Observation | Rejected]:
     if not isinstance(entry, dict):
         raise DecodeError("wrong_type", "a Jolokia response entry must be an object")
     status = entry.get("status", 200)
@@ -97,10 +107,10 @@ def _entry_observations(catalog: Catalog, entry: Any) -> list[Observation]:
     return _mbean_observations(catalog, mbean, value, ts)
 
 
-def decode(doc: Any, catalog: Catalog) -> tuple[list[Observation], dict[str, str]]:
+def decode(doc: Any, catalog: Catalog) -> tuple[list[Observation | Rejected], dict[str, str]]:
     """Observations of one message plus record-level identity hints (proxy target url)."""
     entries = doc if isinstance(doc, list) else [doc]
-    observations: list[Observation] = []
+    observations: list[Observation | Rejected] = []
     hints: dict[str, str] = {}
     for entry in entries:
         observations.extend(_entry_observations(catalog, entry))
