@@ -201,7 +201,11 @@ class BatchProcessor:
             & (ds.field("ts") >= pa.scalar(read_from, TS))
             & (ds.field("ts") < pa.scalar(read_to, TS))
         )
-        signal_rows = ds.field("cluster").isin(clusters) & ds.field("metric").isin(SIGNAL_METRICS)
+        # Before the first touched window only counters matter (the previous Count of each
+        # series, for the first increase): the look-back is most of the slice otherwise.
+        needed = (ds.field("ts") >= pa.scalar(first, TS)) | (ds.field("kind") == "counter")
+        signal_rows = (ds.field("cluster").isin(clusters) & ds.field("metric").isin(SIGNAL_METRICS)
+                       & needed)
         timings = self.timings
         with stopwatch(timings, "slice"):
             samples = self.tables["bronze"].read(in_window, signal_rows)
