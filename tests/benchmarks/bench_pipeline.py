@@ -18,8 +18,10 @@ import json
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pyarrow as pa
@@ -54,18 +56,21 @@ def single_sample_messages(count: int, start: float) -> list[tuple[bytes, bytes]
     return out[:count]
 
 
-def prefill(bootstrap: str, topic: str, messages: list[tuple[bytes, bytes]]) -> None:
+def prefill(bootstrap: str, topic: str, messages: list[tuple[bytes, bytes]],
+            partitions: int = PARTITIONS) -> None:
+    """Round-robin over `partitions`, then one lone record per partition (len(messages) +
+    partitions records in all)."""
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5,
                          "batch.num.messages": 10000, "queue.buffering.max.messages": 1000000})
     for i, (key, value) in enumerate(messages):
         while True:
             try:
-                producer.produce(topic, value=value, key=key, partition=i % PARTITIONS)
+                producer.produce(topic, value=value, key=key, partition=i % partitions)
                 break
             except BufferError:
                 producer.poll(0.05)
     producer.flush(120)
-    for p in range(PARTITIONS):  # Tansu's ListOffsets gap: end each partition with a lone record
+    for p in range(partitions):  # Tansu's ListOffsets gap: end each partition with a lone record
         producer.produce(topic, value=messages[p][1], key=messages[p][0], partition=p)
         producer.flush(30)
 
@@ -99,7 +104,12 @@ def raw_limit(bootstrap: str, topic: str, total: int) -> dict[str, float]:
     return {"samples": samples, "seconds": elapsed, "samples_per_s": samples / elapsed}
 
 
-def full_job(bootstrap: str, topic: str, total: int, cap: int) -> dict[str, float]:
+def full_job(bootstrap: str, topic: str, total: int, cap: int,
+             environ: dict[str, str] | None = None,
+             observe: Callable[[], Any] | None = None) -> dict[str, Any]:
+    """The job in this process until `total` records are processed. `environ` adds config
+    overrides (e.g. spark.master); `observe` runs once at the end while the query is still
+    up, its result stored under "observed"."""
     from streaming.config import load_config
     from streaming.exporter import Exporter
     from streaming.job import Job
@@ -113,27 +123,39 @@ def full_job(bootstrap: str, topic: str, total: int, cap: int) -> dict[str, floa
         "KAFKA_HEALTH__SPARK__CHECKPOINT": str(work / "checkpoint"),
         "KAFKA_HEALTH__DELTA__PATH": str(work / "delta"),
         "KAFKA_HEALTH__QUALITY__MAX_TIMESTAMP_SKEW_SECONDS": str(10 ** 9),
+        **(environ or {}),
     })
     job = Job(config, exporter=Exporter(), printer=print)
     job.start()
     try:
         batches = []
+        steps: list[dict[str, float]] = []  # per-batch step timings (job.processor.stats)
         while sum(rows for _, rows in batches) < total:
             progress = job.query.lastProgress
             if progress and (not batches or progress["batchId"] != batches[-1][0][0]):
                 batches.append(((progress["batchId"], time.time()), progress["numInputRows"]))
+                stats = job.processor.stats
+                steps.append(dict(stats.timings) if stats.batch_id == progress["batchId"] else {})
             if not job.query.isActive:
                 raise SystemExit(f"query stopped: {job.query.exception()}")
             time.sleep(0.2)
+        observed = observe() if observe is not None else None
     finally:
         job.stop()
         job.spark.stop()
     first_end, last_end = batches[0][0][1], batches[-1][0][1]
     after_first = sum(rows for _, rows in batches[1:])
     shutil.rmtree(work, ignore_errors=True)
-    return {"batches": len(batches), "records_after_first_batch": after_first,
-            "seconds": last_end - first_end,
-            "samples_per_s": after_first / max(last_end - first_end, 1e-9)}
+    result: dict[str, Any] = {
+        "batches": len(batches), "records_after_first_batch": after_first,
+        "seconds": last_end - first_end,
+        "samples_per_s": after_first / max(last_end - first_end, 1e-9),
+        # seconds per step summed over the measured batches (all but the first)
+        "step_seconds": {name: round(sum(s.get(name, 0.0) for s in steps[1:]), 2)
+                         for name in dict.fromkeys(k for s in steps[1:] for k in s)}}
+    if observed is not None:
+        result["observed"] = observed
+    return result
 
 
 def main() -> None:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
 from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,6 +28,15 @@ TRUTH_FIELDS = (
     "unclean_elections_increase", "partition_count_last", "leader_count_last",
     "request_queue_size_max",
 )
+# Tables two runs over the same input must agree on (dq_results is left out: it validates a
+# sample of rows on a batch cadence and records when it ran).
+COMPARED_TABLES = ("bronze", "quarantine", "broker_signals", "cluster_signals", "incidents",
+                   "partition_headroom")
+# Columns that legitimately differ between runs: wall-clock stamps of when a row was decoded
+# (ingest_ts, taken by whichever executor ran the decode) or last upserted (updated_at).
+# Checkpoint app ids live only in the Delta log's transactions, never in a column, so
+# they need no exclusion; everything else is a function of the input and must match.
+VOLATILE = {"ingest_ts", "updated_at"}
 
 
 def table(root: str | Path, name: str) -> pd.DataFrame:
@@ -39,6 +51,52 @@ def count(root: str | Path, name: str) -> int:
         return DeltaTable(str(Path(root) / name)).to_pyarrow_dataset().count_rows()
     except TableNotFoundError:
         return 0
+
+
+def comparable(root: str | Path, name: str) -> pd.DataFrame:
+    """A table without its volatile columns, maps made orderable, rows in a canonical order."""
+    frame = table(root, name)
+    if frame.empty:
+        return frame
+    frame = frame.drop(columns=[c for c in frame.columns if c in VOLATILE])
+    for column in frame.columns:
+        if frame[column].map(lambda v: isinstance(v, list | dict)).any():
+            frame[column] = frame[column].map(lambda v: repr(sorted(dict(v).items())))
+    return frame.sort_values(list(frame.columns)).reset_index(drop=True)
+
+
+def assert_same_tables(got: str | Path, want: str | Path,
+                       names: tuple[str, ...] = COMPARED_TABLES) -> None:
+    """Every table under `got` equals the one under `want`, row for row, volatile columns aside."""
+    for name in names:
+        mine, theirs = comparable(got, name), comparable(want, name)
+        assert len(mine) == len(theirs), f"{name}: {len(mine)} rows vs {len(theirs)} in {want}"
+        pd.testing.assert_frame_equal(mine, theirs, obj=name)
+
+
+def start_job(config_path: Path, log: Path) -> subprocess.Popen[bytes]:
+    """`kafka-health run` in its own process group (so a test can SIGKILL the whole tree)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "streaming.cli", "run", "--config", str(config_path)],
+        stdout=open(log, "ab"), stderr=subprocess.STDOUT, start_new_session=True,  # noqa: SIM115
+    )
+
+
+def run_to_end(config: Path, root: Path, expected: int, log: Path,
+               before_stop: Callable[[], Any] | None = None, timeout: float = 300) -> Any:
+    """Run `kafka-health run` until `expected` bronze rows, then SIGTERM (stops after the
+    current batch) and require exit 0. `before_stop` runs while the job is still up (e.g. to
+    ask its Spark UI what ran where); its result is returned."""
+    job = start_job(config, log)
+    observed = None
+    try:
+        wait_for(lambda: count(root, "bronze") >= expected, timeout, f"{expected} bronze rows")
+        if before_stop is not None:
+            observed = before_stop()
+    finally:
+        job.send_signal(signal.SIGTERM)
+        assert job.wait(120) == 0, log.read_text()[-3000:]
+    return observed
 
 
 @contextmanager
@@ -89,11 +147,13 @@ def truth_mismatches(signals: pd.DataFrame, truth_rows: list[dict[str, Any]],
 
 
 def config_file(directory: Path, bootstrap: str, topic: str, max_offsets: int = 6,
-                trigger_seconds: float = 0.2) -> Path:
-    """A config file for `kafka-health run` on the embedded broker under `directory`."""
+                trigger_seconds: float = 0.2, spark: dict[str, Any] | None = None) -> Path:
+    """A config file for `kafka-health run` on the embedded broker under `directory`;
+    `spark` adds keys to the spark section (master, conf)."""
     directory.mkdir(parents=True, exist_ok=True)
     config = {
-        "spark": {"checkpoint": str(directory / "checkpoint"), "trigger_seconds": trigger_seconds},
+        "spark": {"checkpoint": str(directory / "checkpoint"), "trigger_seconds": trigger_seconds,
+                  **(spark or {})},
         "source": {"bootstrap_servers": bootstrap, "embedded_broker": True,
                    "topics": [{"name": topic, "format": "jolokia"}],
                    "max_offsets_per_trigger": max_offsets},

@@ -4,24 +4,14 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from tests.conftest import wait_for
-from tests.integration.helpers import config_file, count, table, truth_mismatches
+from tests.integration.helpers import config_file, count, start_job, table, truth_mismatches
 from tests.integration.test_skeleton import faulted_simulation
 
 pytestmark = pytest.mark.integration
-
-
-def start_job(config_path: Path, log: Path) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "streaming.cli", "run", "--config", str(config_path)],
-        stdout=open(log, "ab"), stderr=subprocess.STDOUT, start_new_session=True,  # noqa: SIM115
-    )
 
 
 def test_sigkill_and_restart_keeps_exactly_n_rows(broker, topic, tmp_path):

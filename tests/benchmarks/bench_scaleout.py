@@ -1,0 +1,111 @@
+"""Scale-out throughput: the full job on a real Spark standalone cluster with 1 executor
+(1 worker × 1 core), then with 2 executors (2 workers × 1 core), over one pre-filled topic.
+
+The topic holds single-sample Jolokia messages (about 170 bytes each, bench_pipeline's
+6-broker fleet model) round-robin over --partitions partitions, so every micro-batch has
+one input partition per topic-partition range to spread over the executors. Each run is
+the same job and config (its own checkpoint and tables) in this process as the driver,
+against a cluster of tests/spark_cluster.py; samples/s are counted from the end of the
+first micro-batch to the end of the last (the first carries Spark and Python-worker
+start-up), as in bench_pipeline. The driver's REST API confirms how many executors ran
+tasks and how long; per-step seconds show what stays on the driver.
+
+    .venv/bin/python tests/benchmarks/bench_scaleout.py --messages 300000
+Writes tests/benchmarks/results/scaleout.json; prints the ratio last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from streaming.broker import EmbeddedBroker, create_topic, free_port  # noqa: E402
+from tests.benchmarks.bench_pipeline import full_job, prefill, single_sample_messages  # noqa: E402
+from tests.spark_cluster import StandaloneCluster, driver_ui_conf, executors  # noqa: E402
+
+RESULTS = Path(__file__).resolve().parent / "results" / "scaleout.json"
+
+
+def run_on(cluster: StandaloneCluster, want_executors: int, bootstrap: str, topic: str,
+           total: int, cap: int) -> dict[str, Any]:
+    """The full job against `cluster`; fails unless exactly `want_executors` ran tasks."""
+    conf = driver_ui_conf(free_port())
+    ui_port = int(conf["spark.ui.port"])
+
+    def observe() -> dict[str, Any]:
+        """While the query is still up: executors that ran tasks (waited for, with a deadline,
+        since the driver's REST API answers slowly under load) and the cores the master granted."""
+        deadline, found = time.monotonic() + 60, []
+        while time.monotonic() < deadline:
+            found = [e for e in executors(ui_port) if e.get("totalTasks")]
+            if len(found) >= want_executors:
+                break
+            time.sleep(0.5)
+        app = cluster.active_app("kafka-health") or {}
+        return {"app_cores_granted": app.get("cores"),
+                "executors": [{k: e.get(k) for k in ("id", "hostPort", "totalTasks",
+                                                      "totalDuration", "totalGCTime")}
+                              for e in found]}
+
+    load_before = os.getloadavg()[0]
+    result = full_job(bootstrap, topic, total, cap, observe=observe, environ={
+        "KAFKA_HEALTH__SPARK__MASTER": cluster.url,
+        "KAFKA_HEALTH__SPARK__CONF": json.dumps(conf),
+    })
+    result["load_avg_1m"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
+    observed = result["observed"]
+    if len(observed["executors"]) != want_executors or observed["app_cores_granted"] != want_executors:
+        raise SystemExit(f"wanted {want_executors} executors at work, saw {result['observed']}")
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=300_000)
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--cap", type=int, default=50_000, help="maxOffsetsPerTrigger")
+    args = parser.parse_args()
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"  # the driver in this process: loopback, like the cluster
+    messages = single_sample_messages(args.messages, time.time() - 3600)
+    size = sum(len(v) for _, v in messages) / len(messages)
+    total = args.messages + args.partitions  # prefill ends each partition with a lone record
+    work = Path(tempfile.mkdtemp(prefix="kh-scaleout-"))
+    with EmbeddedBroker() as broker, StandaloneCluster(work / "cluster") as cluster:
+        topic = "bench-scaleout"
+        create_topic(broker.bootstrap, topic, partitions=args.partitions)
+        prefill(broker.bootstrap, topic, messages, partitions=args.partitions)
+        cluster.start(workers=1)
+        one = run_on(cluster, 1, broker.bootstrap, topic, total, args.cap)
+        cluster.add_worker()
+        two = run_on(cluster, 2, broker.bootstrap, topic, total, args.cap)
+    ratio = two["samples_per_s"] / one["samples_per_s"]
+    result = {
+        "messages": args.messages, "message_bytes_avg": round(size, 1),
+        "partitions": args.partitions, "cap": args.cap,
+        "cluster": "Spark standalone on loopback, workers of 1 core and 1 GB each; driver here",
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "executors_1": one, "executors_2": two, "ratio": ratio,
+    }
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(result, indent=2))
+    for label, run in (("1 executor ", one), ("2 executors", two)):
+        print(f"{label}: {run['samples_per_s']:,.0f} samples/s over {run['batches']} batches "
+              f"({run['records_after_first_batch']} samples in {run['seconds']:.1f}s after the "
+              f"first); steps {run['step_seconds']}; load {run['load_avg_1m']}")
+    print(f"{args.messages} single-sample Jolokia messages of {size:.0f} B on {args.partitions} "
+          f"partitions: 2 executors / 1 executor = {ratio:.2f}")
+
+
+if __name__ == "__main__":
+    main()
