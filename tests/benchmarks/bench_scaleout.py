@@ -20,6 +20,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import sys
 import tempfile
 import time
@@ -89,6 +90,7 @@ def main() -> None:
         one = run_on(cluster, 1, broker.bootstrap, topic, total, args.cap)
         cluster.add_worker()
         two = run_on(cluster, 2, broker.bootstrap, topic, total, args.cap)
+    shutil.rmtree(work, ignore_errors=True)  # the daemons' logs; kept when a run failed
     ratio = two["samples_per_s"] / one["samples_per_s"]
     result = {
         "messages": args.messages, "message_bytes_avg": round(size, 1),
