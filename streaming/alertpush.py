@@ -69,7 +69,7 @@ SPECS: dict[str, AlertSpec] = {
         "KafkaUncleanLeaderElection", "data_loss",
         "Unclean leader election (data loss) in Kafka cluster {cluster}, reported by broker {broker}",
         "Broker {broker} of cluster {cluster} reported {value} unclean leader election(s) in the "
-        "newest window. An out-of-sync replica became leader, so every record past its log end "
+        "last 5 minutes. An out-of-sync replica became leader, so every record past its log end "
         "was discarded: acknowledged writes are permanently lost. Find the affected partitions "
         "and the producers that wrote to them during the incident.",
     ),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
@@ -23,7 +23,6 @@ BROKER_COLUMNS = {
     "kafka_health_under_replicated_partitions": "under_replicated_last",
     "kafka_health_isr_shrinks_window_increase": "isr_shrinks_increase",
     "kafka_health_isr_expands_window_increase": "isr_expands_increase",
-    "kafka_health_unclean_leader_elections_window_increase": "unclean_elections_increase",
     "kafka_health_request_queue_utilization_ratio": "request_queue_utilization_max",
     "kafka_health_response_queue_size": "response_queue_size_max",
     "kafka_health_request_handler_idle_ratio": "request_handler_idle_min",
@@ -33,6 +32,12 @@ BROKER_COLUMNS = {
     "kafka_health_open_file_descriptors": "open_fds_last",
     "kafka_health_max_file_descriptors": "max_fds_last",
 }
+# Data loss must survive the scrape: the newest window's increase alone can be > 0 for
+# less than a scrape interval (an election in a window's last seconds, the next window's
+# row arriving a moment later) or never be exported at all (both windows in one batch).
+# So the unclean gauge holds the elections of every window in the last UNCLEAN_HOLD.
+UNCLEAN_GAUGE = "kafka_health_unclean_leader_elections_window_increase"
+UNCLEAN_HOLD = timedelta(minutes=5)
 CLUSTER_COLUMNS = {
     "kafka_health_offline_partitions": "offline_partitions_max",
     "kafka_health_active_controllers": "active_controllers",
@@ -63,6 +68,7 @@ class Exporter:
         self._lock = threading.Lock()
         self._broker_window: dict[tuple[str, str], datetime] = {}
         self._broker_last_ts: dict[tuple[str, str], datetime] = {}
+        self._unclean: dict[tuple[str, str], dict[datetime, float]] = {}
         self._cluster_window: dict[str, datetime] = {}
         self._headroom_at: dict[tuple[str, str], datetime] = {}
         self._binding: dict[tuple[str, str], str] = {}
@@ -77,10 +83,14 @@ class Exporter:
             self.server = None
 
     def update_brokers(self, rows: list[dict[str, Any]]) -> None:
-        """Export each broker's newest window; an older (late-corrected) window never wins."""
+        """Export each broker's newest window; an older (late-corrected) window never wins,
+        except in the unclean-election hold (UNCLEAN_HOLD), which takes every window."""
         with self._lock:
             for row in sorted(rows, key=lambda r: r["window_start"]):
                 key = (row["cluster"], row["broker"])
+                if row.get("unclean_elections_increase") is not None:
+                    self._unclean.setdefault(key, {})[row["window_start"]] = \
+                        row["unclean_elections_increase"]
                 if row["window_start"] < self._broker_window.get(key, row["window_start"]):
                     continue
                 self._broker_window[key] = row["window_start"]
@@ -92,6 +102,11 @@ class Exporter:
                     value = row.get(column)
                     if value is not None:
                         self.gauges[gauge].labels(*key).set(value)
+            for key, windows in self._unclean.items():
+                newest = self._broker_window.get(key)
+                for window in [w for w in windows if newest and w <= newest - UNCLEAN_HOLD]:
+                    del windows[window]
+                self.gauges[UNCLEAN_GAUGE].labels(*key).set(sum(windows.values()))
 
     def update_clusters(self, rows: list[dict[str, Any]]) -> None:
         with self._lock:
