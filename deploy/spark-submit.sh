@@ -65,6 +65,8 @@ Environment:
   DELTA_SPARK=1         tables through delta-spark: sets KAFKA_HEALTH__DELTA__ENGINE=delta-spark
                         and the Delta SQL extension + catalog confs. The Delta jars must be on
                         the cluster classpath, or name them: DELTA_SPARK_PACKAGE=io.delta:...
+                        NOT YET SUPPORTED by the job (it stops at start with a config error);
+                        the default delta-rs writes the same tables to any shared path.
   KAFKA_SOURCE=spark    Spark's own kafka source: sets KAFKA_HEALTH__SOURCE__ENGINE=spark.
                         spark-sql-kafka must be on the classpath, or name it:
                         KAFKA_SOURCE_PACKAGE=org.apache.spark:spark-sql-kafka-0-10_2.13:<spark version>

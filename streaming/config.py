@@ -172,8 +172,15 @@ class DeltaConfig:
     compact_every_n_batches: int = 200
 
     def validate(self, path: str) -> None:
-        if self.engine not in ("delta-rs", "delta-spark"):
-            raise ConfigError(f"{path}.engine: use 'delta-rs' (default) or 'delta-spark'")
+        if self.engine == "delta-spark":
+            # Refused rather than silently written with delta-rs: the delta-spark sink needs
+            # the Delta jars, which this project cannot fetch or test (no Maven access).
+            raise ConfigError(
+                f"{path}.engine: 'delta-spark' is not available in this build; use 'delta-rs' "
+                "(the default), which writes the same Delta tables from the driver to any path "
+                "it reaches: local disk, NFS, s3://, abfss://, gs://")
+        if self.engine != "delta-rs":
+            raise ConfigError(f"{path}.engine: {self.engine!r} is not valid; use 'delta-rs'")
 
 
 @dataclass

@@ -345,9 +345,16 @@ def _dry_run(tmp_path: Path, *args: str, env: dict[str, str] | None = None,
                                **(env or {})})
 
 
+def test_spark_submit_refuses_delta_spark_before_submitting(tmp_path: Path) -> None:
+    """No delta-spark sink yet: asking for it must stop at submit time, not write elsewhere."""
+    out = _dry_run(tmp_path, "--master", "yarn", env={"DELTA_SPARK": "1"})
+    assert out.returncode != 0
+    assert "delta.engine: 'delta-spark' is not available" in out.stderr
+
+
 def test_spark_submit_dry_run_yarn_cluster(tmp_path: Path) -> None:
     out = _dry_run(tmp_path, "--master", "yarn", "--", "--num-executors", "3",
-                   env={"DELTA_SPARK": "1", "KAFKA_SOURCE": "spark",
+                   env={"KAFKA_SOURCE": "spark",
                         "KAFKA_HEALTH__SOURCE__BOOTSTRAP_SERVERS": "k1:9093"})
     assert out.returncode == 0, out.stderr
     cmd = out.stdout.replace("\\", "")  # printf %q escapes
@@ -355,12 +362,10 @@ def test_spark_submit_dry_run_yarn_cluster(tmp_path: Path) -> None:
                  "--files", "spark.pyspark.python=python3",
                  "spark.executorEnv.KAFKA_HEALTH_SCHEMAS=metrics_schemas",
                  "spark.yarn.appMasterEnv.KAFKA_HEALTH_SCHEMAS=metrics_schemas",
-                 "spark.yarn.appMasterEnv.KAFKA_HEALTH__DELTA__ENGINE=delta-spark",
                  "spark.yarn.appMasterEnv.KAFKA_HEALTH__SOURCE__ENGINE=spark",
                  "spark.yarn.appMasterEnv.KAFKA_HEALTH__SPARK__MASTER=null",
                  "spark.yarn.appMasterEnv.KAFKA_HEALTH__EXPORTER__BIND=0.0.0.0",
                  "spark.yarn.appMasterEnv.KAFKA_HEALTH__SOURCE__BOOTSTRAP_SERVERS=k1:9093",
-                 "spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension",
                  "--num-executors 3", "deploy/spark_main.py --config kafka-health.yaml"):
         assert part in cmd, part
     build = Path(re.search(r"artifacts kept in (\S+)", out.stderr).group(1))
