@@ -212,9 +212,10 @@ class BatchProcessor:
         if samples.num_rows == 0:
             return
         with stopwatch(timings, "broker_signals"):
-            signals = broker_signals(self.spark.createDataFrame(samples), cfg)
-            in_range = (signals["window_start"] >= first) & (signals["window_start"] <= last)
-            broker_rows = signals.where(in_range).toArrow()
+            signals = broker_signals(samples, cfg)
+            broker_rows = signals.filter(
+                pc.and_(pc.greater_equal(signals["window_start"], pa.scalar(first, TS)),
+                        pc.less_equal(signals["window_start"], pa.scalar(last, TS))))
             self.tables["broker_signals"].upsert(broker_rows, batch_id)
         failpoints.hit("broker_signals_committed")
         exporter = self.exporter
@@ -234,7 +235,7 @@ class BatchProcessor:
                 & (ds.field("window_start") <= pa.scalar(last, TS)),
                 ds.field("cluster").isin(clusters),
             )
-            cluster_rows = cluster_signals(self.spark.createDataFrame(stored)).toArrow()
+            cluster_rows = cluster_signals(stored)
             self.tables["cluster_signals"].upsert(cluster_rows, batch_id)
         if exporter is not None:
             exporter.update_clusters(cluster_rows.to_pylist())

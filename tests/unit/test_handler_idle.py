@@ -1,5 +1,5 @@
-"""Request-handler idle from the Meter, on real Spark: OneMinuteRate when it is exported,
-rate(Count) / 1e9 when only the cumulative Count is (Strimzi / upstream jmx_exporter)."""
+"""Request-handler idle from the Meter: OneMinuteRate when it is exported, rate(Count) / 1e9
+when only the cumulative Count is (Strimzi / upstream jmx_exporter)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from streaming.config import SignalsConfig
 from streaming.schemas import arrow_schema
 from streaming.signals.broker import broker_signals
 
-pytestmark = pytest.mark.integration
 START = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 SCRAPE = 15
 
@@ -42,29 +41,29 @@ def meter_samples(idle_by_scrape: list[float], reset_at: int | None = None,
     return pa.Table.from_pylist(rows, schema=schema)
 
 
-def idle_by_window(spark, samples: pa.Table) -> dict[int, tuple[float, float]]:
-    rows = broker_signals(spark.createDataFrame(samples), SignalsConfig()).collect()
+def idle_by_window(samples: pa.Table) -> dict[int, tuple[float, float]]:
+    rows = broker_signals(samples, SignalsConfig()).to_pylist()
     # minutes since START (whole-hour time zones keep the minute)
     return {r["window_start"].minute - START.minute:
             (r["request_handler_idle_min"], r["request_handler_idle_mean"]) for r in rows}
 
 
-def test_idle_from_count_alone_is_the_idle_fraction(spark):
+def test_idle_from_count_alone_is_the_idle_fraction():
     # minute 0 healthy (0.9), minute 1 saturated (0.1 for two scrapes, then 0.3)
     idle = [0.9, 0.9, 0.9, 0.9, 0.1, 0.1, 0.3, 0.3]
-    windows = idle_by_window(spark, meter_samples(idle))
+    windows = idle_by_window(meter_samples(idle))
     # the first sample of the series has no predecessor: minute 0 averages three intervals
     assert windows[0] == pytest.approx((0.9, 0.9))
     assert windows[1] == pytest.approx((0.1, 0.2))
 
 
-def test_a_counter_reset_yields_no_rate_instead_of_a_wrong_one(spark):
+def test_a_counter_reset_yields_no_rate_instead_of_a_wrong_one():
     idle = [0.9, 0.9, 0.9, 0.9, 0.5, 0.5, 0.5, 0.5]
-    windows = idle_by_window(spark, meter_samples(idle, reset_at=5))
+    windows = idle_by_window(meter_samples(idle, reset_at=5))
     assert windows[1] == pytest.approx((0.5, 0.5))
 
 
-def test_one_minute_rate_wins_when_both_are_exported(spark):
+def test_one_minute_rate_wins_when_both_are_exported():
     idle = [0.9, 0.9, 0.9, 0.9, 0.1, 0.1, 0.1, 0.1]
-    windows = idle_by_window(spark, meter_samples(idle, one_minute_rate=True))
+    windows = idle_by_window(meter_samples(idle, one_minute_rate=True))
     assert windows[1] == pytest.approx((0.15, 0.15))
