@@ -216,19 +216,24 @@ class BatchProcessor:
             broker_rows = signals.filter(
                 pc.and_(pc.greater_equal(signals["window_start"], pa.scalar(first, TS)),
                         pc.less_equal(signals["window_start"], pa.scalar(last, TS))))
-            self.tables["broker_signals"].upsert(broker_rows, batch_id)
-        failpoints.hit("broker_signals_committed")
         exporter = self.exporter
         push = self.config.alert_push
         if exporter is not None or push.alertmanager_url:
-            # Paging first: gauges and the direct push must not wait for the rest of the batch.
-            rows = broker_rows.to_pylist()
-            if push.alertmanager_url:
-                push_incidents(push, opened_in_signals(
-                    rows, cfg.window_seconds + cfg.watermark_seconds))
-            if exporter is not None:
-                exporter.update_brokers(rows)
-                exporter.update_staleness(cfg.stale_after_intervals * cfg.scrape_interval_seconds)
+            # Paging first, even before the MERGE: gauges and the direct push must not wait
+            # for the rest of the batch. A crash before the commit replays the batch, which
+            # pushes the same alert again (same labels, so Alertmanager deduplicates it).
+            with stopwatch(timings, "page"):
+                rows = broker_rows.to_pylist()
+                if push.alertmanager_url:
+                    push_incidents(push, opened_in_signals(
+                        rows, cfg.window_seconds + cfg.watermark_seconds))
+                if exporter is not None:
+                    exporter.update_brokers(rows)
+                    exporter.update_staleness(
+                        cfg.stale_after_intervals * cfg.scrape_interval_seconds)
+        with stopwatch(timings, "broker_signals_merge"):
+            self.tables["broker_signals"].upsert(broker_rows, batch_id)
+        failpoints.hit("broker_signals_committed")
         with stopwatch(timings, "cluster_signals"):
             stored = self.tables["broker_signals"].read(
                 (ds.field("window_start") >= pa.scalar(first, TS))
