@@ -280,9 +280,7 @@ class BatchProcessor:
         if self.exporter is not None:
             self.exporter.update_churn(
                 unmatched_shrinks(broker_rows.to_pylist(), cfg.isr_churn_match_seconds))
-        conditions = incident_conditions(self.spark.createDataFrame(broker_rows),
-                                         self.spark.createDataFrame(cluster_rows), cfg)
-        computed = incident_runs(conditions).toArrow()
+        computed = incident_runs(incident_conditions(broker_rows, cluster_rows, cfg))
         earlier = self.tables["incidents"].read(
             (ds.field("started_at") < pa.scalar(horizon, TS))
             & (ds.field("resolved_at").is_null()

@@ -5,14 +5,26 @@ themselves, so late data and replays converge instead of opening duplicates. An
 incident's id is a hash of (cluster, broker, kind, started_at): stable across
 recomputations, and the job anchors runs that reach back to the horizon's start to the
 incident already stored, so a long incident keeps its id and start.
+
+Arrow on the driver, like broker_signals and cluster_signals: the horizon is a few
+thousand signal rows, already on the driver, and as Spark queries (two window functions,
+two joins, a union of six parts) this stage cost ~1.2 s of fixed planning per micro-batch.
+The window functions become numpy over rows sorted by series. Comparisons keep Spark's
+semantics where Arrow's differ: NaN is greater than every number (so NaN > 0 holds and
+a NaN peak wins the max), and unknown (null) conditions are not active.
 """
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame, Window
-from pyspark.sql import functions as F
+import hashlib
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from streaming.config import SignalsConfig
+from streaming.schemas import arrow_schema
 
 CLUSTER_WIDE = "*"
 # Kinds whose condition is "this broker_signals column is above zero in the window" (and
@@ -24,110 +36,216 @@ POSITIVE_BROKER_CONDITIONS = {
 KINDS = ("under_min_isr", "offline_partitions", "unclean_election", "controller", "saturation",
          "stale_broker")
 
+TS = pa.timestamp("us", "UTC")
+SERIES = ("cluster", "broker", "kind")
+NO_TS = np.iinfo(np.int64).min  # stands for a null timestamp in int64 arrays (sorts first)
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+CONDITIONS_SCHEMA = pa.schema([
+    pa.field("cluster", pa.string()), pa.field("broker", pa.string()),
+    pa.field("kind", pa.string()), pa.field("window_start", TS), pa.field("window_end", TS),
+    pa.field("active", pa.bool_()), pa.field("value", pa.float64()),
+])
+STALE_SCHEMA = pa.schema([
+    pa.field("cluster", pa.string()), pa.field("broker", pa.string()),
+    pa.field("window_start", TS), pa.field("window_end", TS),
+    pa.field("stale", pa.bool_()), pa.field("age", pa.float64()),
+])
 
-def _condition(rows: DataFrame, broker: Column, kind: str, active: Column, value: Column
-               ) -> DataFrame:
-    return rows.select(
-        F.col("cluster"), broker.alias("broker"), F.lit(kind).alias("kind"),
-        F.col("window_start"), F.col("window_end"),
-        F.coalesce(active, F.lit(False)).alias("active"), value.cast("double").alias("value"),
-    )
+
+def _above(values: pa.ChunkedArray | pa.Array, threshold: float) -> pa.ChunkedArray:
+    """values > threshold as Spark compares doubles: NaN is above every number."""
+    values = pc.cast(values, pa.float64())
+    return pc.or_kleene(pc.greater(values, threshold), pc.is_nan(values))
 
 
-def stale_rows(broker_rows: DataFrame, stale_after_seconds: float) -> DataFrame:
+def _condition(rows: pa.Table, broker: pa.ChunkedArray | str, kind: str,
+               active: pa.ChunkedArray, value: pa.ChunkedArray) -> pa.Table:
+    n = rows.num_rows
+    brokers = pa.array([broker] * n, pa.string()) if isinstance(broker, str) else broker
+    return pa.table({
+        "cluster": rows["cluster"], "broker": brokers, "kind": pa.array([kind] * n, pa.string()),
+        "window_start": rows["window_start"], "window_end": rows["window_end"],
+        "active": pc.fill_null(active, False), "value": pc.cast(value, pa.float64()),
+    }).cast(CONDITIONS_SCHEMA)
+
+
+def _micros(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """Timestamps as int64 microseconds, NO_TS where null (to_numpy would go through float)."""
+    return pc.fill_null(pc.cast(column, pa.int64()), NO_TS).to_numpy(zero_copy_only=False)
+
+
+def _codes(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """An integer per distinct value (-1 for null): grouping keys numpy can compare."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    encoded = pc.dictionary_encode(column)
+    return pc.fill_null(encoded.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64)
+
+
+def _running_max(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Max so far within each segment of `values` (segments begin where `starts` holds)."""
+    out = values.copy()
+    bounds = [*np.flatnonzero(starts), len(values)]
+    for begin, end in zip(bounds[:-1], bounds[1:], strict=True):
+        out[begin:end] = np.maximum.accumulate(values[begin:end])
+    return out
+
+
+def stale_rows(broker_rows: pa.Table, stale_after_seconds: float) -> pa.Table:
     """One row per (cluster window, known broker): stale when it sent nothing recent enough.
 
     A broker is known once it reported in the horizon; its silence is measured against
     the newest sample of its cluster in that window (event time, so a replay is not stale).
+    Ages are whole seconds, both ends truncated to the second first (Spark's unix_timestamp,
+    which the Spark version of this stage used), so ages and stale flags did not change when
+    the stage moved to Arrow.
     """
-    per_window = broker_rows.groupBy(F.col("cluster"), F.col("window_start")).agg(
-        F.max(F.col("window_end")).alias("window_end"),
-        F.max(F.col("last_sample_ts")).alias("cluster_newest"),
-    )
-    known = broker_rows.groupBy(F.col("cluster"), F.col("broker")).agg(
-        F.min(F.col("window_start")).alias("first_seen"))
-    grid = per_window.join(known, on="cluster").where(F.col("window_start") >= F.col("first_seen"))
-    seen = broker_rows.select(F.col("cluster"), F.col("broker"), F.col("window_start"),
-                              F.col("last_sample_ts"))
-    latest = Window.partitionBy(F.col("cluster"), F.col("broker")).orderBy(
-        F.col("window_start")).rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    joined = grid.join(seen, on=["cluster", "broker", "window_start"], how="left").select(
-        F.col("*"), F.max(F.col("last_sample_ts")).over(latest).alias("broker_newest"))
-    age = F.unix_timestamp(F.col("cluster_newest")) - F.unix_timestamp(F.col("broker_newest"))
-    return joined.select(
-        F.col("cluster"), F.col("broker"), F.col("window_start"), F.col("window_end"),
-        (age > F.lit(stale_after_seconds)).alias("stale"), age.cast("double").alias("age"),
-    )
+    if broker_rows.num_rows == 0:
+        return STALE_SCHEMA.empty_table()
+    per_window = broker_rows.group_by(["cluster", "window_start"], use_threads=False).aggregate(
+        [("window_end", "max"), ("last_sample_ts", "max")]).rename_columns(
+        ["cluster", "window_start", "window_end", "cluster_newest"])
+    known = broker_rows.group_by(["cluster", "broker"], use_threads=False).aggregate(
+        [("window_start", "min")]).rename_columns(["cluster", "broker", "first_seen"])
+    grid = per_window.join(known, "cluster", join_type="inner", use_threads=False)
+    grid = grid.filter(pc.greater_equal(grid["window_start"], grid["first_seen"]))
+    seen = broker_rows.select(["cluster", "broker", "window_start", "last_sample_ts"])
+    joined = grid.join(seen, ["cluster", "broker", "window_start"], join_type="left outer",
+                       use_threads=False)
+    joined = joined.sort_by([("cluster", "ascending"), ("broker", "ascending"),
+                             ("window_start", "ascending")])
+    n = joined.num_rows
+    # The broker's newest sample so far: it may have been silent in this very window.
+    series = np.arange(n) == 0
+    for key in ("cluster", "broker"):
+        codes = _codes(joined[key])
+        series[1:] |= codes[1:] != codes[:-1]
+    newest = _running_max(_micros(joined["last_sample_ts"]), series)
+    broker_newest = pa.array(newest, pa.int64(), mask=newest == NO_TS)
+    age = pc.subtract(pc.divide(pc.cast(joined["cluster_newest"], pa.int64()), 1_000_000),
+                      pc.divide(broker_newest, 1_000_000))  # int64 division truncates
+    age = pc.cast(age, pa.float64())
+    return pa.table({
+        "cluster": joined["cluster"], "broker": joined["broker"],
+        "window_start": joined["window_start"], "window_end": joined["window_end"],
+        "stale": pc.greater(age, float(stale_after_seconds)), "age": age,
+    }).cast(STALE_SCHEMA)
 
 
-def incident_conditions(broker_rows: DataFrame, cluster_rows: DataFrame,
-                        config: SignalsConfig) -> DataFrame:
+def incident_conditions(broker_rows: pa.Table, cluster_rows: pa.Table,
+                        config: SignalsConfig) -> pa.Table:
     """Per (cluster, broker, kind, window): did the condition hold, and how badly."""
     stale_after = config.stale_after_intervals * config.scrape_interval_seconds
     stale = stale_rows(broker_rows, stale_after)
-    broker = F.col("broker")
-    saturated = (F.col("request_queue_utilization_max") > F.lit(config.saturation_queue_ratio)) | (
-        F.col("request_handler_idle_min") < F.lit(config.saturation_idle_ratio))
+    broker = broker_rows["broker"]
+    saturated = pc.or_kleene(
+        _above(broker_rows["request_queue_utilization_max"], config.saturation_queue_ratio),
+        pc.less(pc.cast(broker_rows["request_handler_idle_min"], pa.float64()),
+                config.saturation_idle_ratio))
     parts = [
-        *[_condition(broker_rows, broker, kind, F.col(column) > 0, F.col(column))
+        *[_condition(broker_rows, broker, kind, _above(broker_rows[column], 0),
+                     broker_rows[column])
           for kind, column in POSITIVE_BROKER_CONDITIONS.items()],
         _condition(broker_rows, broker, "saturation", saturated,
-                   F.col("request_queue_utilization_max")),
-        _condition(cluster_rows, F.lit(CLUSTER_WIDE), "offline_partitions",
-                   F.col("offline_partitions_max") > 0, F.col("offline_partitions_max")),
-        _condition(cluster_rows, F.lit(CLUSTER_WIDE), "controller",
-                   F.col("active_controllers") != 1, F.col("active_controllers")),
-        _condition(stale, broker, "stale_broker", F.col("stale"), F.col("age")),
+                   broker_rows["request_queue_utilization_max"]),
+        _condition(cluster_rows, CLUSTER_WIDE, "offline_partitions",
+                   _above(cluster_rows["offline_partitions_max"], 0),
+                   cluster_rows["offline_partitions_max"]),
+        _condition(cluster_rows, CLUSTER_WIDE, "controller",
+                   pc.not_equal(pc.cast(cluster_rows["active_controllers"], pa.float64()), 1.0),
+                   cluster_rows["active_controllers"]),
+        _condition(stale, stale["broker"], "stale_broker", stale["stale"], stale["age"]),
     ]
-    out = parts[0]
-    for part in parts[1:]:
-        out = out.unionByName(part)
-    return out
+    return pa.concat_tables(parts)
 
 
-def incident_runs(conditions: DataFrame) -> DataFrame:
+def _peaks(values: pa.ChunkedArray, starts: np.ndarray) -> pa.Array:
+    """Max value per run as Spark computes it: nulls skipped, NaN above every number."""
+    valid = pc.is_valid(values).to_numpy(zero_copy_only=False)
+    raw = pc.fill_null(values, -np.inf).to_numpy(zero_copy_only=False)
+    nan = np.isnan(raw)
+    peak = np.maximum.reduceat(np.where(nan, -np.inf, raw), starts)
+    peak = np.where(np.logical_or.reduceat(nan, starts), np.nan, peak)
+    return pa.array(peak, pa.float64(), mask=~np.logical_or.reduceat(valid, starts))
+
+
+def _incident_id(cluster: str | None, broker: str | None, kind: str | None,
+                 started_at: int) -> str:
+    """First 16 hex digits of sha256("cluster|broker|kind|yyyy-MM-ddTHH:mm:ss" in UTC).
+
+    Nulls are left out, separator included (Spark's concat_ws), so ids written by the
+    Spark version of this stage stay the same.
+    """
+    start = EPOCH + timedelta(microseconds=int(started_at))
+    stamp = (f"{start.year:04d}-{start.month:02d}-{start.day:02d}"
+             f"T{start.hour:02d}:{start.minute:02d}:{start.second:02d}")
+    text = "|".join(p for p in (cluster, broker, kind, stamp) if p is not None)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def incident_runs(conditions: pa.Table) -> pa.Table:
     """Collapse consecutive active windows into incidents (schema `incidents`).
 
     A run ends at the first later window of the series in which the condition did not
     hold: resolved_at is that window's start. A run still active in the series' newest
-    window is open (resolved_at null). A gap in windows splits runs.
+    window is open (resolved_at null). A gap in windows splits runs, and a run followed
+    by a gap resolves at its last window's end (the data vouches for nothing later).
+    Windows are unique per series (they come from keyed tables).
     """
-    series = Window.partitionBy(F.col("cluster"), F.col("broker"), F.col("kind")).orderBy(
-        F.col("window_start"))
-    previous_active = F.lag(F.col("active")).over(series)
-    previous_end = F.lag(F.col("window_end")).over(series)
-    starts = (
-        F.col("active")
-        & (previous_active.isNull() | ~previous_active | (previous_end != F.col("window_start")))
-    ).cast("int")
-    marked = conditions.select(
-        F.col("*"), starts.alias("starts"),
-        F.lead(F.col("window_start")).over(series).alias("next_start"),
-        F.lead(F.col("active")).over(series).alias("next_active"),
-    )
-    with_run = marked.select(
-        F.col("*"),
-        F.sum(F.col("starts")).over(series.rowsBetween(Window.unboundedPreceding,
-                                                       Window.currentRow)).alias("run"),
-    ).where(F.col("active"))
-    runs = with_run.groupBy(F.col("cluster"), F.col("broker"), F.col("kind"), F.col("run")).agg(
-        F.min(F.col("window_start")).alias("started_at"),
-        F.max(F.col("value")).alias("peak_value"),
-        F.max_by(F.col("next_start"), F.col("window_start")).alias("next_start"),
-        F.max_by(F.col("next_active"), F.col("window_start")).alias("next_active"),
-        F.max(F.col("window_end")).alias("last_end"),
-    )
-    resolved = F.when(
-        F.col("next_start").isNotNull() & (F.col("next_start") == F.col("last_end"))
-        & ~F.col("next_active"),
-        F.col("next_start"),
-    ).when(F.col("next_start").isNotNull() & (F.col("next_start") != F.col("last_end")),
-           F.col("last_end"))
-    return runs.select(
-        F.sha2(F.concat_ws("|", F.col("cluster"), F.col("broker"), F.col("kind"),
-                           F.date_format(F.col("started_at"), "yyyy-MM-dd'T'HH:mm:ss")), 256)
-        .substr(1, 16).alias("incident_id"),
-        F.col("cluster"), F.col("broker"), F.col("kind"), F.col("started_at"),
-        resolved.alias("resolved_at"), F.col("peak_value"),
-        F.current_timestamp().alias("updated_at"),
-    )
+    schema = arrow_schema("incidents")
+    if conditions.num_rows == 0:
+        return schema.empty_table()
+    codes = [_codes(conditions[key]) for key in SERIES]
+    window_start = _micros(conditions["window_start"])
+    order = np.lexsort((window_start, *reversed(codes)))
+    rows = conditions.take(pa.array(order))
+    codes = [c[order] for c in codes]
+    start = window_start[order]
+    end = _micros(rows["window_end"])
+    active = pc.fill_null(rows["active"], False).to_numpy(zero_copy_only=False)
+    n = rows.num_rows
+
+    first_of_series = np.arange(n) == 0  # no previous window (Spark's lag is null)
+    for c in codes:
+        first_of_series[1:] |= c[1:] != c[:-1]
+    last_of_series = np.append(first_of_series[1:], True)  # no next window (lead is null)
+    previous_active = np.append(False, active[:-1])
+    previous_end = np.append(NO_TS, end[:-1])
+    # A window whose predecessor's end is unknown neither starts nor splits a run.
+    gap = (previous_end != NO_TS) & (previous_end != start)
+    starts = active & (first_of_series | ~previous_active | gap)
+    run = np.cumsum(starts)  # unique across series: a series' first active window starts
+    next_start = np.append(start[1:], NO_TS)
+    next_active = np.append(active[1:], False)
+
+    picked = np.flatnonzero(active)
+    if len(picked) == 0:
+        return schema.empty_table()
+    run = run[picked]
+    begins = np.flatnonzero(np.append(True, run[1:] != run[:-1]))  # runs are contiguous
+    ends = np.append(begins[1:], len(picked)) - 1
+    first, last = picked[begins], picked[ends]  # windows ascend, so the last is the newest
+    started_at = start[first]
+    run_ends = end[picked]
+    last_end = np.maximum.reduceat(run_ends, begins)  # NO_TS only when every end is null
+    has_next = ~last_of_series[last]
+    following = next_start[last]
+    known_end = last_end != NO_TS
+    directly = has_next & known_end & (following == last_end) & ~next_active[last]
+    after_gap = has_next & known_end & (following != last_end)
+    resolved = np.where(directly, following, last_end)
+    keys = rows.select(list(SERIES)).take(pa.array(first))
+    ids = [_incident_id(c, b, k, s) for c, b, k, s in zip(
+        keys["cluster"].to_pylist(), keys["broker"].to_pylist(), keys["kind"].to_pylist(),
+        started_at.tolist(), strict=True)]
+    now = datetime.now(UTC)
+    table = pa.table({
+        "incident_id": pa.array(ids, pa.string()),
+        "cluster": keys["cluster"], "broker": keys["broker"], "kind": keys["kind"],
+        "started_at": pa.array(started_at, pa.int64()).cast(TS),
+        "resolved_at": pa.array(resolved, pa.int64(), mask=~(directly | after_gap)).cast(TS),
+        "peak_value": _peaks(rows["value"].take(pa.array(picked)), begins),
+        "updated_at": pa.array([now] * len(ids), TS),
+    })
+    return table.sort_by([("cluster", "ascending"), ("broker", "ascending"),
+                          ("kind", "ascending"), ("started_at", "ascending")]).cast(schema)

@@ -1,0 +1,106 @@
+import hashlib
+from datetime import UTC, datetime, timedelta
+
+import pyarrow as pa
+
+from streaming.config import SignalsConfig
+from streaming.schemas import arrow_schema
+from streaming.signals.incidents import incident_conditions, incident_runs, stale_rows
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+CONFIG = SignalsConfig()  # stale after 3 x 15 s, saturation above 0.8 queue or below 0.2 idle
+
+
+def w(i: int) -> datetime:
+    return T0 + timedelta(minutes=i)
+
+
+def broker_rows(windows: dict[int, float | None], broker: str = "1", cluster: str = "c",
+                column: str = "under_min_isr_max") -> list[dict]:
+    """One broker_signals row per window index, `column` set to the given value."""
+    return [{"cluster": cluster, "broker": broker, "window_start": w(i), "window_end": w(i + 1),
+             "last_sample_ts": w(i) + timedelta(seconds=45), column: value}
+            for i, value in windows.items()]
+
+
+def table(rows: list[dict], name: str = "broker_signals") -> pa.Table:
+    return pa.Table.from_pylist(rows, schema=arrow_schema(name))
+
+
+def incidents(brokers: list[dict], clusters: list[dict] | None = None) -> list[dict]:
+    out = incident_runs(incident_conditions(table(brokers), table(clusters or [], "cluster_signals"),
+                                            CONFIG))
+    assert out.schema == arrow_schema("incidents")
+    return sorted(out.to_pylist(), key=lambda r: (r["kind"], r["broker"], r["started_at"]))
+
+
+def runs(rows: list[dict], kind: str = "under_min_isr") -> list[tuple]:
+    return [(r["started_at"], r["resolved_at"], r["peak_value"]) for r in rows if r["kind"] == kind]
+
+
+def test_a_gap_in_windows_splits_a_run():
+    got = runs(incidents(broker_rows({0: 1, 1: 3, 3: 2, 4: 1})))
+    # the first run ends where its data ends (the window after it is missing), the second is open
+    assert got == [(w(0), w(2), 3.0), (w(3), None, 2.0)]
+
+
+def test_resolved_at_the_next_window_when_it_directly_follows_and_is_clear():
+    assert runs(incidents(broker_rows({0: 0, 1: 2, 2: 5, 3: 0, 4: 0}))) == [(w(1), w(3), 5.0)]
+
+
+def test_resolved_at_the_last_end_when_the_next_window_comes_after_a_gap():
+    assert runs(incidents(broker_rows({0: 2, 1: 2, 5: 0}))) == [(w(0), w(2), 2.0)]
+
+
+def test_a_run_active_in_the_newest_window_is_open():
+    assert runs(incidents(broker_rows({0: 0, 1: None, 2: 1, 3: 4}))) == [(w(2), None, 4.0)]
+
+
+def test_unknown_conditions_are_not_active_but_nan_is_above_zero_as_in_spark():
+    assert runs(incidents(broker_rows({0: None, 1: 0}))) == []
+    got = runs(incidents(broker_rows({0: 1, 1: float("nan"), 2: 0})))
+    assert len(got) == 1 and got[0][:2] == (w(0), w(2)) and got[0][2] != got[0][2]  # NaN peak
+
+
+def test_cluster_wide_kinds_use_the_cluster_rows():
+    clusters = [{"cluster": "c", "window_start": w(i), "window_end": w(i + 1),
+                 "active_controllers": a, "offline_partitions_max": o}
+                for i, (a, o) in enumerate([(1, 0), (0, 0), (2, 3), (1, 0)])]
+    got = incidents(broker_rows({0: 0, 1: 0, 2: 0, 3: 0}), clusters)
+    assert [(r["kind"], r["broker"], r["started_at"], r["resolved_at"], r["peak_value"])
+            for r in got] == [("controller", "*", w(1), w(3), 2.0),
+                              ("offline_partitions", "*", w(2), w(3), 3.0)]
+
+
+def test_a_known_broker_that_goes_silent_is_stale_from_its_first_window():
+    rows = broker_rows({i: 0 for i in range(5)}, broker="1")
+    rows[3]["last_sample_ts"] = w(3) + timedelta(seconds=50, microseconds=900_000)
+    rows += broker_rows({1: 0}, broker="2")  # first seen in window 1, silent after
+    rows[-1]["last_sample_ts"] = w(1) + timedelta(seconds=5, microseconds=200_000)
+    rows += broker_rows({4: 0}, broker="3")  # first seen in window 4: not stale before
+    stale = stale_rows(table(rows), 45.0).to_pylist()
+    by_broker = {(r["broker"], r["window_start"]): (r["stale"], r["age"]) for r in stale}
+    assert set(by_broker) == {("1", w(i)) for i in range(5)} | {("2", w(i)) for i in range(1, 5)} | {
+        ("3", w(4))}
+    assert by_broker["2", w(1)] == (False, 40.0)   # 00:01:45 - 00:01:05
+    assert by_broker["2", w(2)] == (True, 100.0)   # measured from its newest sample, 00:01:05
+    # whole seconds on both ends (Spark's unix_timestamp): 03:50.9 - 01:05.2 -> 165, not 165.7
+    assert by_broker["2", w(3)] == (True, 165.0)
+    assert by_broker["3", w(4)] == (False, 0.0)
+    assert runs(incidents(rows), "stale_broker") == [(w(2), None, 220.0)]
+
+
+def test_incident_id_is_stable_and_derived_from_the_run():
+    early = incidents(broker_rows({0: 0, 1: 2, 2: 2}))
+    later = incidents(broker_rows({0: 0, 1: 2, 2: 2, 3: 5, 4: 0}))  # the same run, recomputed
+    expected = hashlib.sha256(b"c|1|under_min_isr|2026-01-01T00:01:00").hexdigest()[:16]
+    assert [r["incident_id"] for r in early] == [r["incident_id"] for r in later] == [expected]
+    assert later[0]["resolved_at"] == w(4) and later[0]["peak_value"] == 5.0
+
+
+def test_empty_inputs_give_an_empty_incidents_table():
+    empty = incident_runs(incident_conditions(table([]), table([], "cluster_signals"), CONFIG))
+    assert empty.num_rows == 0 and empty.schema == arrow_schema("incidents")
+    assert incidents(broker_rows({0: 1}), []) != []
+    clusters = [{"cluster": "c", "window_start": w(0), "window_end": w(1), "active_controllers": 1}]
+    assert incidents([], clusters) == []
