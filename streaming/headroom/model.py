@@ -27,6 +27,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import yaml
 
 from streaming.schemas import schemas_dir
@@ -380,8 +381,19 @@ def _epoch_seconds(ts: datetime | float | int) -> float:
     return float(ts)
 
 
+def _points(history: Iterable[tuple[datetime | float | int, int]] | np.ndarray) -> np.ndarray:
+    """(epoch seconds, partitions) rows in time order. The stream passes an array already:
+    a broker's look-back is ~20,000 one-minute points, evaluated every batch."""
+    if isinstance(history, np.ndarray):
+        points = history.reshape(-1, 2).astype(float)
+    else:
+        points = np.array([(_epoch_seconds(ts), float(p)) for ts, p in history],
+                          dtype=float).reshape(-1, 2)
+    return points[np.argsort(points[:, 0], kind="stable")]
+
+
 def growth_per_day(
-    history: Iterable[tuple[datetime | float | int, int]],
+    history: Iterable[tuple[datetime | float | int, int]] | np.ndarray,
     lookback_days: float,
     min_points: int,
 ) -> tuple[float | None, int]:
@@ -392,23 +404,20 @@ def growth_per_day(
     when all points share one timestamp. Timestamps are datetimes (use tz-aware ones) or
     epoch seconds.
     """
-    points = sorted((_epoch_seconds(ts), float(p)) for ts, p in history)
-    if not points:
+    points = _points(history)
+    if len(points) == 0:
         return None, 0
-    start = points[-1][0] - lookback_days * SECONDS_PER_DAY
-    window = [(t, p) for t, p in points if t >= start]
+    window = points[points[:, 0] >= points[-1, 0] - lookback_days * SECONDS_PER_DAY]
     n = len(window)
     if n < min_points:
         return None, n
-    xs = [(t - window[0][0]) / SECONDS_PER_DAY for t, _ in window]
-    ys = [p for _, p in window]
-    mean_x = sum(xs) / n
-    mean_y = sum(ys) / n
-    sxx = sum((x - mean_x) ** 2 for x in xs)
+    xs = (window[:, 0] - window[0, 0]) / SECONDS_PER_DAY
+    ys = window[:, 1]
+    dx = xs - xs.mean()
+    sxx = float(np.dot(dx, dx))
     if sxx == 0:
         return None, n
-    sxy = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True))
-    return sxy / sxx, n
+    return float(np.dot(dx, ys - ys.mean())) / sxx, n
 
 
 def days_until(current: int, ceiling: int, slope_per_day: float | None) -> float | None:
@@ -424,7 +433,7 @@ def days_until(current: int, ceiling: int, slope_per_day: float | None) -> float
 
 
 def forecast(
-    history: Sequence[tuple[datetime | float | int, int]],
+    history: Sequence[tuple[datetime | float | int, int]] | np.ndarray,
     ceiling: int,
     config: HeadroomConfig,
 ) -> Forecast:
@@ -433,11 +442,11 @@ def forecast(
     The newest observation (not the fitted line) is the starting point so the forecast
     agrees with the headroom reported for the same broker.
     """
-    slope, used = growth_per_day(history, config.forecast_lookback_days, config.forecast_min_points)
-    if not history:
+    points = _points(history)
+    slope, used = growth_per_day(points, config.forecast_lookback_days, config.forecast_min_points)
+    if len(points) == 0:
         return Forecast(slope, used, None, ceiling, None)
-    newest = max(history, key=lambda point: _epoch_seconds(point[0]))
-    current = int(newest[1])
+    current = int(points[-1, 1])
     return Forecast(slope, used, current, ceiling, days_until(current, ceiling, slope))
 
 

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.dataset as ds
 
@@ -37,7 +38,8 @@ class HeadroomTracker:
         self.cluster_overrides = cluster_overrides
         self.read_history = read_history
         self.configs: dict[str, HeadroomConfig] = {}
-        self.history: dict[tuple[str, str], dict[datetime, int]] = {}
+        # (cluster, broker) -> {window start as epoch seconds: partitions}
+        self.history: dict[tuple[str, str], dict[float, int]] = {}
 
     def config(self, cluster: str) -> HeadroomConfig:
         if cluster not in self.configs:
@@ -53,8 +55,8 @@ class HeadroomTracker:
         )
         for row in rows.to_pylist():
             if row["partitions"] is not None:
-                self.history.setdefault((cluster, row["broker"]), {})[row["evaluated_at"]] = int(
-                    row["partitions"])
+                self.history.setdefault((cluster, row["broker"]), {})[
+                    row["evaluated_at"].timestamp()] = int(row["partitions"])
 
     def evaluate(self, broker_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """One partition_headroom row per broker signal row that has partition counts."""
@@ -73,11 +75,16 @@ class HeadroomTracker:
             )
             result = broker_headroom(snapshot, config)
             points = self.history.setdefault((cluster, broker), {})
-            points[at] = snapshot.partitions
-            horizon = at - timedelta(days=config.forecast_lookback_days)
-            for old in [t for t in points if t < horizon]:
-                del points[old]
-            history = sorted((t, p) for t, p in points.items() if t <= at)
+            at_s = at.timestamp()
+            points[at_s] = snapshot.partitions
+            horizon = at_s - config.forecast_lookback_days * 86400
+            if min(points) < horizon:
+                for old in [t for t in points if t < horizon]:
+                    del points[old]
+            times = np.fromiter(points.keys(), float, len(points))
+            counts = np.fromiter(points.values(), float, len(points))
+            known = times <= at_s  # a late window is forecast from what preceded it
+            history = np.column_stack([times[known], counts[known]])
             outlook = forecast(history, result.binding_ceiling, config)
             out.append({
                 "cluster": cluster, "broker": broker, "evaluated_at": at,
