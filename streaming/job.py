@@ -6,21 +6,24 @@ replayed after a crash (same batch id, same offsets) converges to the same table
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
+import operator
 import os
 import signal
 import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
@@ -180,42 +183,36 @@ class BatchProcessor:
             if failed:
                 self.exporter.count("kafka_health_pipeline_dq_failures_total", failed)
 
-    def _affected(self, bronze: pa.Table) -> tuple[list[str], datetime, datetime]:
-        """Clusters and the window range this batch touched, plus the next window (counters)."""
-        width = self.config.signals.window_seconds
-        lo, hi = pc.min(bronze["ts"]).as_py(), pc.max(bronze["ts"]).as_py()
-        first = datetime.fromtimestamp(int(lo.timestamp()) // width * width, UTC)
-        last = datetime.fromtimestamp(int(hi.timestamp()) // width * width, UTC)
-        clusters = pc.unique(bronze["cluster"]).to_pylist()
-        return clusters, first, last + timedelta(seconds=width)
-
     def update_signals(self, bronze: pa.Table, batch_id: int) -> None:
         cfg = self.config.signals
-        clusters, first, last = self._affected(bronze)
+        clusters = pc.unique(bronze["cluster"]).to_pylist()
+        width = timedelta(seconds=cfg.window_seconds)
         lookback = timedelta(seconds=cfg.counter_lookback_seconds)
-        read_from, read_to = first - lookback, last + timedelta(seconds=cfg.window_seconds)
+        spans = touched_spans(bronze["ts"], cfg.window_seconds, cfg.counter_lookback_seconds)
+        first, last = spans[0][0], spans[-1][1]
+        read_from, read_to = first - lookback, last + width
         dates = sorted({(read_from + timedelta(days=d)).strftime("%Y-%m-%d")
                         for d in range((read_to - read_from).days + 2)})
-        in_window = (
-            ds.field("date").isin(dates)
-            & (ds.field("ts") >= pa.scalar(read_from, TS))
-            & (ds.field("ts") < pa.scalar(read_to, TS))
-        )
-        # Before the first touched window only counters matter (the previous Count of each
-        # series, for the first increase): the look-back is most of the slice otherwise.
-        needed = (ds.field("ts") >= pa.scalar(first, TS)) | (ds.field("kind") == "counter")
+        in_spans = ds.field("date").isin(dates) & _any(
+            (ds.field("ts") >= pa.scalar(lo - lookback, TS))
+            & (ds.field("ts") < pa.scalar(hi + width, TS)) for lo, hi in spans)
+        # Before the first touched window of a span only counters matter (the previous Count
+        # of each series, for the first increase): the look-back is most of the slice otherwise.
+        needed = _any(ds.field("ts") >= pa.scalar(lo, TS) for lo, _ in spans) | (
+            ds.field("kind") == "counter")
         signal_rows = (ds.field("cluster").isin(clusters) & ds.field("metric").isin(SIGNAL_METRICS)
                        & needed)
         timings = self.timings
         with stopwatch(timings, "slice"):
-            samples = self.tables["bronze"].read(in_window, signal_rows)
+            samples = self.tables["bronze"].read(in_spans, signal_rows)
         if samples.num_rows == 0:
             return
         with stopwatch(timings, "broker_signals"):
             signals = broker_signals(samples, cfg)
-            broker_rows = signals.filter(
-                pc.and_(pc.greater_equal(signals["window_start"], pa.scalar(first, TS)),
-                        pc.less_equal(signals["window_start"], pa.scalar(last, TS))))
+            broker_rows = signals.filter(functools.reduce(pc.or_, (
+                pc.and_(pc.greater_equal(signals["window_start"], pa.scalar(lo, TS)),
+                        pc.less_equal(signals["window_start"], pa.scalar(hi, TS)))
+                for lo, hi in spans)))
         exporter = self.exporter
         push = self.config.alert_push
         if exporter is not None or push.alertmanager_url:
@@ -293,6 +290,36 @@ class BatchProcessor:
                   f"AND t.started_at >= '{horizon.isoformat()}'")
         if self.config.alert_push.alertmanager_url:
             push_incidents(self.config.alert_push, incidents.to_pylist())
+
+
+def touched_spans(ts: pa.ChunkedArray, window_seconds: int, lookback_seconds: int
+                  ) -> list[tuple[datetime, datetime]]:
+    """The windows a batch touched, as [first, last] window-start spans to recompute.
+
+    Each span also covers the window after its last one (its first counter delta depends
+    on the previous sample). Windows closer than the counter look-back share a span;
+    farther ones get their own, so one late scrape from hours ago re-reads its own
+    windows, not every sample in between.
+    """
+    width = window_seconds * 1_000_000
+    starts = np.unique(pc.cast(ts, pa.int64()).to_numpy() // width * width)
+    join_gap = lookback_seconds * 1_000_000 + 2 * width
+    spans: list[list[int]] = []
+    for start in starts.tolist():
+        if spans and start - spans[-1][1] <= join_gap:
+            spans[-1][1] = start
+        else:
+            spans.append([start, start])
+
+    def moment(micros: int) -> datetime:
+        return datetime.fromtimestamp(micros / 1e6, UTC)
+
+    return [(moment(lo), moment(hi + width)) for lo, hi in spans]
+
+
+def _any(conditions: Iterable[ds.Expression]) -> ds.Expression:
+    """OR of dataset expressions (the spans are few)."""
+    return functools.reduce(operator.or_, conditions)
 
 
 def anchor_incidents(computed: pa.Table, earlier: pa.Table, horizon: datetime) -> pa.Table:

@@ -154,7 +154,14 @@ def broker_signals(samples: pa.Table, config: SignalsConfig) -> pa.Table:
     schema = arrow_schema("broker_signals")
     if known.num_rows == 0:
         return schema.empty_table()
-    deltas = with_counter_deltas(known)
+    # Only counters need the per-series sort for their deltas; most rows are gauges.
+    is_counter = pc.fill_null(pc.equal(known["kind"], "counter"), False)
+    gauges = known.filter(pc.invert(is_counter))
+    no_delta = pa.nulls(gauges.num_rows, pa.float64())
+    deltas = pa.concat_tables([
+        with_counter_deltas(known.filter(is_counter)),
+        gauges.append_column("delta", no_delta).append_column("rate_per_second", no_delta),
+    ])
     windowed = with_window(deltas, config.window_seconds).sort_by(
         [("ts", "ascending"), ("source_offset", "ascending")])
     ratio = pc.divide(_only(windowed, "value", _mask(windowed, "RequestQueueSize")),
