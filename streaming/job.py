@@ -38,7 +38,7 @@ from streaming.decode.stage import decode_stage
 from streaming.exporter import Exporter
 from streaming.headroom.stage import HeadroomTracker
 from streaming.quality import BronzeValidator
-from streaming.signals.broker import SIGNAL_METRICS, broker_signals
+from streaming.signals.broker import SAMPLE_COLUMNS, SIGNAL_METRICS, broker_signals
 from streaming.signals.churn import unmatched_shrinks
 from streaming.signals.cluster import cluster_signals
 from streaming.signals.incidents import incident_conditions, incident_runs
@@ -204,7 +204,7 @@ class BatchProcessor:
                        & needed)
         timings = self.timings
         with stopwatch(timings, "slice"):
-            samples = self.tables["bronze"].read(in_spans, signal_rows)
+            samples = self.tables["bronze"].read(in_spans, signal_rows, columns=SAMPLE_COLUMNS)
         if samples.num_rows == 0:
             return
         with stopwatch(timings, "broker_signals"):

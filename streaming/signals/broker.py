@@ -42,6 +42,10 @@ SIGNAL_METRICS = sorted({
     "LeaderCount", "NumLogSegments", "OpenFileDescriptorCount", "MaxFileDescriptorCount",
 })
 BROKER_KEYS = ("cluster", "broker", "window_start")
+# The bronze columns the signals read: the slice loads only these (it can hold a whole
+# window of a busy fleet, so lineage and raw columns would multiply driver memory).
+SAMPLE_COLUMNS = ["ts", "cluster", "broker", "metric", "attribute", "labels", "value", "kind",
+                  "source_offset"]
 SERIES = ("cluster", "broker", "metric", "attribute", "labels_key")
 TS = pa.timestamp("us", "UTC")
 SKIP_NULLS = pc.ScalarAggregateOptions(skip_nulls=True, min_count=1)

@@ -31,6 +31,7 @@ import json
 import logging
 import os
 import platform
+import random
 import re
 import statistics
 import sys
@@ -160,6 +161,7 @@ def run_path(path: str, args: argparse.Namespace, broker: EmbeddedBroker, spark:
              f"{args.warmup_batches} warm-up batches", alive=alive)
         measured_from = len(batch_seconds)
         previous = warm
+        phase = random.Random(path)
         for i in range(args.injections):
             cluster = f"bench-{path}-{i}"
             # one cluster per micro-batch (see tests/e2e/stack.py RealtimeDriver)
@@ -175,6 +177,9 @@ def run_path(path: str, args: argparse.Namespace, broker: EmbeddedBroker, spark:
                                               m.broker_down(1)), "offline")
             poll(lambda c=cluster: gauge(exporter, "kafka_health_offline_partitions",
                                          cluster=c) > 0, 120, f"{cluster} offline", alive=alive)
+            # A random phase against Prometheus' scrape/evaluation cycle: injections paced by
+            # the previous one's page otherwise land at nearly the same phase every time.
+            time.sleep(phase.uniform(0, args.interval))
             fault = driver.inject(cluster, lambda m: m.unclean_election(), "unclean election")
             exported: float | None = None
             deadline = time.monotonic() + 120
