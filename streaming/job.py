@@ -38,7 +38,7 @@ from streaming.decode.stage import decode_stage
 from streaming.exporter import Exporter
 from streaming.headroom.stage import HeadroomTracker
 from streaming.quality import BronzeValidator
-from streaming.signals.broker import SAMPLE_COLUMNS, SIGNAL_METRICS, broker_signals
+from streaming.signals.broker import SAMPLE_COLUMNS, SIGNAL_METRICS, broker_signals, window_starts
 from streaming.signals.churn import unmatched_shrinks
 from streaming.signals.cluster import cluster_signals
 from streaming.signals.incidents import incident_conditions, incident_runs
@@ -97,9 +97,8 @@ class BatchStats:
 class BatchProcessor:
     """The foreachBatch body: bronze + quarantine, then recompute the touched windows."""
 
-    def __init__(self, spark: SparkSession, config: Config, exporter: Exporter | None,
+    def __init__(self, config: Config, exporter: Exporter | None,
                  app_id: str = "kafka-health") -> None:
-        self.spark = spark
         self.config = config
         self.exporter = exporter
         self.stats = BatchStats()
@@ -198,7 +197,8 @@ class BatchProcessor:
             & (ds.field("ts") < pa.scalar(hi + width, TS)) for lo, hi in spans)
         # Before the first touched window of a span only counters matter (the previous Count
         # of each series, for the first increase): the look-back is most of the slice otherwise.
-        needed = _any(ds.field("ts") >= pa.scalar(lo, TS) for lo, _ in spans) | (
+        needed = _any((ds.field("ts") >= pa.scalar(lo, TS))
+                      & (ds.field("ts") < pa.scalar(hi + width, TS)) for lo, hi in spans) | (
             ds.field("kind") == "counter")
         signal_rows = (ds.field("cluster").isin(clusters) & ds.field("metric").isin(SIGNAL_METRICS)
                        & needed)
@@ -302,7 +302,7 @@ def touched_spans(ts: pa.ChunkedArray, window_seconds: int, lookback_seconds: in
     windows, not every sample in between.
     """
     width = window_seconds * 1_000_000
-    starts = np.unique(pc.cast(ts, pa.int64()).to_numpy() // width * width)
+    starts = np.unique(window_starts(ts, window_seconds).to_numpy())
     join_gap = lookback_seconds * 1_000_000 + 2 * width
     spans: list[list[int]] = []
     for start in starts.tolist():
@@ -497,7 +497,7 @@ class Job:
         self.printer = printer
         self.query: StreamingQuery | None = None
         self.listener: ProgressListener | None = None
-        self.processor = BatchProcessor(self.spark, config, exporter,
+        self.processor = BatchProcessor(config, exporter,
                                         checkpoint_app_id(config.spark.checkpoint))
         self._stop = threading.Event()
 

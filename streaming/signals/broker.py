@@ -64,13 +64,18 @@ def labels_key(labels: pa.ChunkedArray) -> pa.ChunkedArray:
     return pc.fill_null(pa.chunked_array(chunks, pa.string()), "")
 
 
+def window_starts(ts: pa.ChunkedArray, window_seconds: int) -> pa.ChunkedArray:
+    """Start of each timestamp's tumbling event-time window (epoch-aligned), in microseconds."""
+    width = window_seconds * 1_000_000
+    # integer division: the floor for timestamps after 1970
+    return pc.multiply(pc.divide(pc.cast(ts, pa.int64()), width), width)
+
+
 def with_window(samples: pa.Table, window_seconds: int) -> pa.Table:
     """Tumbling event-time window of each sample, aligned to the epoch."""
-    width = window_seconds * 1_000_000
-    micros = pc.cast(samples["ts"], pa.int64())
-    start = pc.multiply(pc.divide(micros, width), width)  # integer division: floor for ts >= 0
+    start = window_starts(samples["ts"], window_seconds)
     return samples.append_column("window_start", pc.cast(start, TS)).append_column(
-        "window_end", pc.cast(pc.add(start, width), TS))
+        "window_end", pc.cast(pc.add(start, window_seconds * 1_000_000), TS))
 
 
 def with_counter_deltas(samples: pa.Table) -> pa.Table:

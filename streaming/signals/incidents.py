@@ -82,6 +82,14 @@ def _codes(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
     return pc.fill_null(encoded.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64)
 
 
+def _series_starts(codes: list[np.ndarray]) -> np.ndarray:
+    """True where a row begins a new series (rows sorted by series; key columns as codes)."""
+    starts = np.arange(len(codes[0])) == 0
+    for c in codes:
+        starts[1:] |= c[1:] != c[:-1]
+    return starts
+
+
 def _running_max(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
     """Max so far within each segment of `values` (segments begin where `starts` holds)."""
     out = values.copy()
@@ -114,12 +122,8 @@ def stale_rows(broker_rows: pa.Table, stale_after_seconds: float) -> pa.Table:
                        use_threads=False)
     joined = joined.sort_by([("cluster", "ascending"), ("broker", "ascending"),
                              ("window_start", "ascending")])
-    n = joined.num_rows
     # The broker's newest sample so far: it may have been silent in this very window.
-    series = np.arange(n) == 0
-    for key in ("cluster", "broker"):
-        codes = _codes(joined[key])
-        series[1:] |= codes[1:] != codes[:-1]
+    series = _series_starts([_codes(joined[key]) for key in ("cluster", "broker")])
     newest = _running_max(_micros(joined["last_sample_ts"]), series)
     broker_newest = pa.array(newest, pa.int64(), mask=newest == NO_TS)
     age = pc.subtract(pc.divide(pc.cast(joined["cluster_newest"], pa.int64()), 1_000_000),
@@ -203,11 +207,8 @@ def incident_runs(conditions: pa.Table) -> pa.Table:
     start = window_start[order]
     end = _micros(rows["window_end"])
     active = pc.fill_null(rows["active"], False).to_numpy(zero_copy_only=False)
-    n = rows.num_rows
 
-    first_of_series = np.arange(n) == 0  # no previous window (Spark's lag is null)
-    for c in codes:
-        first_of_series[1:] |= c[1:] != c[:-1]
+    first_of_series = _series_starts(codes)  # no previous window (Spark's lag is null)
     last_of_series = np.append(first_of_series[1:], True)  # no next window (lead is null)
     previous_active = np.append(False, active[:-1])
     previous_end = np.append(NO_TS, end[:-1])
