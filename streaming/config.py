@@ -79,6 +79,10 @@ class SourceConfig:
     subscribe_pattern: str | None = None
     starting_offsets: str = "earliest"
     max_offsets_per_trigger: int | None = 500000
+    # Python source only: read tasks per batch (null: Spark's default parallelism, the
+    # cores) and the fewest records worth a task of their own (below it, fewer tasks).
+    max_tasks: int | None = None
+    min_records_per_task: int = 5000
     fail_on_data_loss: bool = True
     kafka: dict[str, str] = field(default_factory=dict)
     secrets: dict[str, SecretRef] = field(default_factory=dict)
@@ -97,6 +101,11 @@ class SourceConfig:
             topic.validate(f"{path}.topics[{i}]")
         if self.max_offsets_per_trigger is not None and self.max_offsets_per_trigger <= 0:
             raise ConfigError(f"{path}.max_offsets_per_trigger: must be > 0 or null (no cap)")
+        if self.max_tasks is not None and self.max_tasks <= 0:
+            raise ConfigError(f"{path}.max_tasks: must be > 0 or null (Spark's default "
+                              "parallelism)")
+        if self.min_records_per_task <= 0:
+            raise ConfigError(f"{path}.min_records_per_task: must be > 0")
 
     def client_config(self) -> dict[str, str]:
         """Kafka client settings with secrets resolved; never log the result."""
@@ -157,6 +166,9 @@ class SignalsConfig:
     incident_horizon_seconds: int = 900
     saturation_queue_ratio: float = 0.8
     saturation_idle_ratio: float = 0.2
+    # Keep the open windows' partials between batches (a batch aggregates only its own
+    # samples); false recomputes every touched window from bronze on every batch.
+    incremental: bool = True
 
     def validate(self, path: str) -> None:
         if self.window_seconds <= 0 or 86400 % self.window_seconds:

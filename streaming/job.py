@@ -33,17 +33,24 @@ from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 from streaming import alertpush, failpoints
 from streaming.alertpush import opened_in_signals, push_incidents
 from streaming.config import Config
-from streaming.decode.records import DecodeContext, reason_category
-from streaming.decode.stage import decode_stage
+from streaming.decode.records import reason_category
 from streaming.exporter import Exporter
 from streaming.headroom.stage import HeadroomTracker
 from streaming.quality import BronzeValidator
-from streaming.signals.broker import SAMPLE_COLUMNS, SIGNAL_METRICS, broker_signals, window_starts
+from streaming.signals.broker import (
+    SAMPLE_COLUMNS,
+    SIGNAL_METRICS,
+    finalize,
+    prepared,
+    signal_partials,
+    window_starts,
+)
 from streaming.signals.churn import unmatched_shrinks
 from streaming.signals.cluster import cluster_signals
 from streaming.signals.incidents import incident_conditions, incident_runs
+from streaming.signals.incremental import OpenWindows
 from streaming.sinks.delta_rs import DeltaRsTable
-from streaming.source.reader import read_metrics_stream
+from streaming.source.reader import read_decoded_stream
 
 LOG = logging.getLogger("kafka_health.job")
 TABLES = ("bronze", "quarantine", "broker_signals", "cluster_signals", "incidents", "dq_results",
@@ -117,9 +124,18 @@ class BatchProcessor:
             table.ensure()
         self.headroom = HeadroomTracker(self.config.clusters,
                                         self.tables["partition_headroom"].read)
+        self.open_windows = OpenWindows(self.config.signals)
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        try:
+            self.process(batch, batch_id)
+        except BaseException:
+            self.open_windows.clear()  # the batch may have been absorbed: never count it twice
+            raise
+
+    def process(self, batch: DataFrame, batch_id: int) -> None:
         self.timings = timings = {}
+        self.open_windows.begin(batch_id)
         with stopwatch(timings, "read+decode"):
             decoded = batch.toArrow()
         good = pc.is_null(decoded["reject_reason"])
@@ -185,34 +201,19 @@ class BatchProcessor:
     def update_signals(self, bronze: pa.Table, batch_id: int) -> None:
         cfg = self.config.signals
         clusters = pc.unique(bronze["cluster"]).to_pylist()
-        width = timedelta(seconds=cfg.window_seconds)
-        lookback = timedelta(seconds=cfg.counter_lookback_seconds)
         spans = touched_spans(bronze["ts"], cfg.window_seconds, cfg.counter_lookback_seconds)
         first, last = spans[0][0], spans[-1][1]
-        read_from, read_to = first - lookback, last + width
-        dates = sorted({(read_from + timedelta(days=d)).strftime("%Y-%m-%d")
-                        for d in range((read_to - read_from).days + 2)})
-        in_spans = ds.field("date").isin(dates) & _any(
-            (ds.field("ts") >= pa.scalar(lo - lookback, TS))
-            & (ds.field("ts") < pa.scalar(hi + width, TS)) for lo, hi in spans)
-        # Before the first touched window of a span only counters matter (the previous Count
-        # of each series, for the first increase): the look-back is most of the slice otherwise.
-        needed = _any((ds.field("ts") >= pa.scalar(lo, TS))
-                      & (ds.field("ts") < pa.scalar(hi + width, TS)) for lo, hi in spans) | (
-            ds.field("kind") == "counter")
-        signal_rows = (ds.field("cluster").isin(clusters) & ds.field("metric").isin(SIGNAL_METRICS)
-                       & needed)
         timings = self.timings
-        with stopwatch(timings, "slice"):
-            samples = self.tables["bronze"].read(in_spans, signal_rows, columns=SAMPLE_COLUMNS)
-        if samples.num_rows == 0:
-            return
-        with stopwatch(timings, "broker_signals"):
-            signals = broker_signals(samples, cfg)
-            broker_rows = signals.filter(functools.reduce(pc.or_, (
-                pc.and_(pc.greater_equal(signals["window_start"], pa.scalar(lo, TS)),
-                        pc.less_equal(signals["window_start"], pa.scalar(hi, TS)))
-                for lo, hi in spans)))
+        broker_rows, recomputed = None, None
+        if cfg.incremental:
+            with stopwatch(timings, "broker_signals"):
+                own = bronze.filter(pc.is_in(bronze["metric"], pa.array(SIGNAL_METRICS)))
+                broker_rows = self.open_windows.update(own.select(SAMPLE_COLUMNS), spans)
+        if broker_rows is None:
+            recomputed = self.recompute(clusters, spans)
+            if recomputed is None:
+                return
+            broker_rows = recomputed[-1]
         exporter = self.exporter
         push = self.config.alert_push
         if exporter is not None or push.alertmanager_url:
@@ -231,6 +232,9 @@ class BatchProcessor:
         with stopwatch(timings, "broker_signals_merge"):
             self.tables["broker_signals"].upsert(broker_rows, batch_id)
         failpoints.hit("broker_signals_committed")
+        if cfg.incremental and recomputed is not None:
+            with stopwatch(timings, "seed"):
+                self.seed_open_windows(recomputed, spans, clusters)
         with stopwatch(timings, "cluster_signals"):
             stored = self.tables["broker_signals"].read(
                 (ds.field("window_start") >= pa.scalar(first, TS))
@@ -261,6 +265,49 @@ class BatchProcessor:
                 ds.field("resolved_at").is_null(), ds.field("cluster").isin(clusters),
                 columns=["cluster", "kind"])
             exporter.update_open_incidents(clusters, open_now.to_pylist())
+
+    def recompute(self, clusters: list[str], spans: list[tuple[datetime, datetime]]
+                  ) -> tuple[pa.Table, pa.Table, pa.Table, pa.Table] | None:
+        """The touched windows from bronze, the authority: (slice, partials, segments, rows),
+        or None when the slice holds no signal samples."""
+        cfg = self.config.signals
+        width = timedelta(seconds=cfg.window_seconds)
+        lookback = timedelta(seconds=cfg.counter_lookback_seconds)
+        read_from, read_to = spans[0][0] - lookback, spans[-1][1] + width
+        dates = sorted({(read_from + timedelta(days=d)).strftime("%Y-%m-%d")
+                        for d in range((read_to - read_from).days + 2)})
+        in_spans = ds.field("date").isin(dates) & _any(
+            (ds.field("ts") >= pa.scalar(lo - lookback, TS))
+            & (ds.field("ts") < pa.scalar(hi + width, TS)) for lo, hi in spans)
+        # Before the first touched window of a span only counters matter (the previous Count
+        # of each series, for the first increase): the look-back is most of the slice otherwise.
+        needed = _any((ds.field("ts") >= pa.scalar(lo, TS))
+                      & (ds.field("ts") < pa.scalar(hi + width, TS)) for lo, hi in spans) | (
+            ds.field("kind") == "counter")
+        signal_rows = (ds.field("cluster").isin(clusters) & ds.field("metric").isin(SIGNAL_METRICS)
+                       & needed)
+        with stopwatch(self.timings, "slice"):
+            samples = self.tables["bronze"].read(in_spans, signal_rows, columns=SAMPLE_COLUMNS)
+        if samples.num_rows == 0:
+            return None
+        with stopwatch(self.timings, "broker_signals"):
+            partials, segments = signal_partials(prepared(samples, cfg), cfg)
+            signals = finalize(partials, segments)
+            rows = signals.filter(functools.reduce(pc.or_, (
+                pc.and_(pc.greater_equal(signals["window_start"], pa.scalar(lo, TS)),
+                        pc.less_equal(signals["window_start"], pa.scalar(hi, TS)))
+                for lo, hi in spans)))
+        return samples, partials, segments, rows
+
+    def seed_open_windows(self, recomputed: tuple[pa.Table, pa.Table, pa.Table, pa.Table],
+                          spans: list[tuple[datetime, datetime]], clusters: list[str]) -> None:
+        """Hold what was just recomputed, for the clusters whose newest window it reached."""
+        samples, partials, segments, _ = recomputed
+        later = self.tables["broker_signals"].read(
+            ds.field("window_start") > pa.scalar(spans[-1][1], TS),
+            ds.field("cluster").isin(clusters), columns=["cluster"])
+        self.open_windows.seed(samples, partials, segments, spans, clusters,
+                               set(later["cluster"].to_pylist()))
 
     def update_incidents(self, clusters: list[str], first: datetime, last: datetime,
                          batch_id: int) -> None:
@@ -502,8 +549,7 @@ class Job:
         self._stop = threading.Event()
 
     def start(self) -> StreamingQuery:
-        records = read_metrics_stream(self.spark, self.config)
-        decoded = decode_stage(records, DecodeContext.from_config(self.config))
+        decoded = read_decoded_stream(self.spark, self.config)
         self.lag = LagProbe(self.config)
         self.listener = ProgressListener(self.processor, self.exporter, self.lag, self.printer)
         self.spark.streams.addListener(self.listener)

@@ -7,9 +7,10 @@ whose good samples are kept and whose bad ones are reported once); none is dropp
 
 from __future__ import annotations
 
+import json
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from types import ModuleType
 from typing import Any
@@ -65,6 +66,15 @@ class DecodeContext:
             max_skew_seconds=config.quality.max_timestamp_skew_seconds,
             max_message_bytes=config.quality.max_message_bytes,
         )
+
+    def to_json(self) -> str:
+        """For a data source option (options are strings): the Python source decodes too."""
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> DecodeContext:
+        fields = json.loads(text)
+        return cls(**{**fields, "identity": IdentityConfig(**fields["identity"])})
 
 
 class IdentityResolver:

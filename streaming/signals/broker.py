@@ -78,6 +78,13 @@ def with_window(samples: pa.Table, window_seconds: int) -> pa.Table:
         "window_end", pc.cast(pc.add(start, window_seconds * 1_000_000), TS))
 
 
+def series_keys(samples: pa.Table) -> pa.ChunkedArray:
+    """One string per row naming its series (cluster, broker, metric, attribute, labels)."""
+    return pc.binary_join_element_wise(*[samples[c] for c in SERIES[:-1]],
+                                       labels_key(samples["labels"]), "\x1e",
+                                       null_handling="replace")
+
+
 def with_counter_deltas(samples: pa.Table) -> pa.Table:
     """Increase since the previous sample of the same series, with counter resets handled.
 
@@ -88,10 +95,7 @@ def with_counter_deltas(samples: pa.Table) -> pa.Table:
     is unknown, so no rate rather than a wrong one. Rows come back ordered by series, then
     time (then source offset, so equal timestamps replay the same way).
     """
-    series = pc.binary_join_element_wise(*[samples[c] for c in SERIES[:-1]],
-                                         labels_key(samples["labels"]), "\x1e",
-                                         null_handling="replace")
-    ordered = samples.append_column("series", series).sort_by(
+    ordered = samples.append_column("series", series_keys(samples)).sort_by(
         [("series", "ascending"), ("ts", "ascending"), ("source_offset", "ascending")])
     n = ordered.num_rows
     value = ordered["value"].to_numpy()
@@ -130,129 +134,192 @@ def _group(table: pa.Table, keys: tuple[str, ...] | list[str],
     return table.group_by(list(keys), use_threads=False).aggregate(aggregations)
 
 
-def _p95(windowed: pa.Table, ratio: pa.ChunkedArray) -> pa.Table:
-    """Nearest-rank 95th percentile of the queue ratio per window: the smallest reported
-    value with at least 95 % of the window's values at or below it (never interpolated,
-    so it is always a value the broker actually had)."""
-    present = windowed.select(list(BROKER_KEYS)).append_column("ratio", ratio).filter(
-        pc.is_valid(ratio))
-    if present.num_rows == 0:
-        return present.select(list(BROKER_KEYS)).append_column(
-            "request_queue_utilization_p95", pa.array([], pa.float64()))
-    ordered = present.sort_by([(k, "ascending") for k in BROKER_KEYS] + [("ratio", "ascending")])
-    groups = _group(ordered, BROKER_KEYS, [([], "count_all")])
-    counts = groups["count_all"].to_numpy()
-    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
-    picks = starts + np.ceil(P95 * counts).astype(np.int64) - 1
-    return groups.select(list(BROKER_KEYS)).append_column(
-        "request_queue_utilization_p95", ordered["ratio"].take(pa.array(picks)))
+# What each signal keeps per (cluster, broker, window) until the window is final. Every
+# piece combines exactly with the same piece of other rows of the window (max, min, sum,
+# count, the value with the newest (ts, offset), the list of queue ratios), so a window
+# can be built from the partials of batches as well as from all its samples at once.
+LAST_SIGNALS = {  # column -> (metric, attribute): the value of the newest sample
+    **{f"{name}_last": (metric, "Value") for name, metric in LEVEL_METRICS.items()},
+    "active_controller_last": ("ActiveControllerCount", "Value"),
+    "partition_count_last": ("PartitionCount", "Value"),
+    "leader_count_last": ("LeaderCount", "Value"),
+    "open_fds_last": ("OpenFileDescriptorCount", "Value"),
+    "max_fds_last": ("MaxFileDescriptorCount", "Value"),
+}
+MAX_SIGNALS = {  # column -> (metric, attribute)
+    **{f"{name}_max": (metric, "Value") for name, metric in LEVEL_METRICS.items()},
+    "offline_partitions_max": ("OfflinePartitionsCount", "Value"),
+    "request_queue_size_max": ("RequestQueueSize", "Value"),
+    "response_queue_size_max": ("ResponseQueueSize", "Value"),
+}
+MIN_MEAN_SIGNALS = {  # partial -> (metric, attribute, source column, scale)
+    "rate_idle": ("RequestHandlerAvgIdlePercent", "OneMinuteRate", "value", 1.0),
+    # RequestHandlerAvgIdlePercent Count: idle nanoseconds per thread, as a rate
+    "idle_from_count": ("RequestHandlerAvgIdlePercent", "Count", "rate_per_second", 1e-9),
+    "network_processor_idle": ("NetworkProcessorAvgIdlePercent", "Value", "value", 1.0),
+}
+PARTIAL_KEYS = ("cluster", "broker", "window_start")
+SEGMENT_KEYS = (*PARTIAL_KEYS, "labels_key")
 
 
-def _log_segments(windowed: pa.Table) -> pa.Table:
-    """Segments on the broker: last NumLogSegments of each partition replica, summed."""
-    segments = windowed.filter(_mask(windowed, "NumLogSegments"))
+def prepared(samples: pa.Table, config: SignalsConfig, priors: pa.Table | None = None
+             ) -> pa.Table:
+    """Known samples with counter deltas and their window, in (ts, offset) order.
+
+    `priors` are earlier samples of the counter series (the newest of each, held between
+    batches): they give the first sample of each series its predecessor, then are dropped.
+    """
+    known = samples.filter(pc.is_valid(samples["metric"]))
+    # Only counters need the per-series sort for their deltas; most rows are gauges.
+    is_counter = pc.fill_null(pc.equal(known["kind"], "counter"), False)
+    gauges = known.filter(pc.invert(is_counter))
+    counters = known.filter(is_counter)
+    if priors is not None and priors.num_rows:
+        flagged = pa.concat_tables([
+            priors.select(counters.column_names).cast(counters.schema).append_column(
+                "prior", pa.array([True] * priors.num_rows)),
+            counters.append_column("prior", pa.array([False] * counters.num_rows))])
+        with_deltas = with_counter_deltas(flagged)
+        counters = with_deltas.filter(pc.invert(with_deltas["prior"])).drop_columns(["prior"])
+    else:
+        counters = with_counter_deltas(counters)
+    no_delta = pa.nulls(gauges.num_rows, pa.float64())
+    deltas = pa.concat_tables([
+        counters,
+        gauges.append_column("delta", no_delta).append_column("rate_per_second", no_delta),
+    ])
+    return with_window(deltas, config.window_seconds).sort_by(
+        [("ts", "ascending"), ("source_offset", "ascending")])
+
+
+def signal_partials(windowed: pa.Table, config: SignalsConfig) -> tuple[pa.Table, pa.Table]:
+    """Partials per (cluster, broker, window), and the newest NumLogSegments per partition
+    replica, from `prepared` samples (one row per key in each)."""
+    micros = pc.cast(windowed["ts"], pa.int64())
+    columns: dict[str, pa.ChunkedArray] = {}
+    aggregations: list[tuple] = [("window_end", "max"), ([], "count_all"), ("ts", "max")]
+
+    def add(name: str, column: pa.ChunkedArray, *hows: str) -> None:
+        columns[name] = column
+        aggregations.extend((name, how, SKIP_NULLS) for how in hows)
+
+    for name, (metric, attribute) in LAST_SIGNALS.items():
+        mask = pc.and_(_mask(windowed, metric, attribute), pc.is_valid(windowed["value"]))
+        add(name, _only(windowed, "value", mask), "last")
+        add(f"{name}__ts", pc.if_else(mask, micros, pa.scalar(None, pa.int64())), "last")
+        add(f"{name}__offset", _only(windowed, "source_offset", mask), "last")
+    for name, (metric, attribute) in MAX_SIGNALS.items():
+        add(name, _only(windowed, "value", _mask(windowed, metric, attribute)), "max")
+    for name, (metric, attribute, source, scale) in MIN_MEAN_SIGNALS.items():
+        column = pc.multiply(_only(windowed, source, _mask(windowed, metric, attribute)), scale)
+        add(name, column, "min", "sum")
+        aggregations.append((name, "count"))
+    ratio = pc.divide(_only(windowed, "value", _mask(windowed, "RequestQueueSize")),
+                      float(config.queued_max_requests))
+    add("ratio", ratio, "max")
+    aggregations.append(("ratio", "list"))
+    for name, metric in INCREASE_METRICS.items():
+        add(name, _only(windowed, "delta", _mask(windowed, metric, "Count")), "sum")
+        columns[f"{name}_reported"] = pc.cast(_mask(windowed, metric, "Count"), pa.int64())
+        aggregations.append((f"{name}_reported", "sum"))
+
+    wide = windowed.select([*PARTIAL_KEYS, "window_end", "ts"])
+    for name, column in columns.items():
+        wide = wide.append_column(name, column)
+    grouped = _group(wide, PARTIAL_KEYS, aggregations)
+    names = [*PARTIAL_KEYS, "window_end", "samples", "last_sample_ts"]
+    for spec in aggregations[3:]:
+        name, how = spec[0], spec[1]
+        names.append({"list": "ratio_values"}.get(how, name if how in ("last", "max")
+                                                  else f"{name}_{how}"))
+    partials = grouped.rename_columns(names)
+    values = partials.column_names.index("ratio_values")
+    partials = partials.set_column(values, "ratio_values",
+                                   _without_nulls(partials["ratio_values"].combine_chunks()))
+    return partials, _segment_partials(windowed, micros)
+
+
+def _without_nulls(lists: pa.ListArray) -> pa.ListArray:
+    """Each list with its nulls dropped (hash_list keeps them)."""
+    counts = pc.fill_null(pc.list_value_length(lists), 0).to_numpy(zero_copy_only=False)
+    values = pc.list_flatten(lists)
+    valid = pc.is_valid(values).to_numpy(zero_copy_only=False)
+    parents = np.repeat(np.arange(len(counts)), counts)
+    kept = np.bincount(parents[valid], minlength=len(counts))
+    offsets = np.concatenate([[0], np.cumsum(kept)]).astype(np.int32)
+    return pa.ListArray.from_arrays(pa.array(offsets), values.filter(pa.array(valid)))
+
+
+def _segment_partials(windowed: pa.Table, micros: pa.ChunkedArray) -> pa.Table:
+    """The newest NumLogSegments of each partition replica per window, with its (ts, offset)."""
+    mask = pc.and_(_mask(windowed, "NumLogSegments"), pc.is_valid(windowed["value"]))
+    segments = windowed.select([*PARTIAL_KEYS, "labels", "value", "source_offset"]).append_column(
+        "ts_us", micros).filter(mask)
     segments = segments.append_column("labels_key", labels_key(segments["labels"]))
-    per_partition = _group(segments, [*BROKER_KEYS, "labels_key"], [("value", "last")])
-    return _group(per_partition, BROKER_KEYS, [("value_last", "sum")]).rename_columns(
-        [*BROKER_KEYS, "log_segments_last"])
+    return _group(segments, SEGMENT_KEYS, [("value", "last"), ("ts_us", "last"),
+                                           ("source_offset", "last")]).rename_columns(
+        [*SEGMENT_KEYS, "value", "ts_us", "source_offset"])
+
+
+def nearest_rank_p95(lists: pa.ListArray) -> pa.Array:
+    """Nearest-rank 95th percentile of each list: the smallest reported value with at least
+    95 % of the window's values at or below it (never interpolated, so it is always a value
+    the broker actually had); null for an empty list."""
+    counts = pc.fill_null(pc.list_value_length(lists), 0).to_numpy(zero_copy_only=False)
+    values = pc.list_flatten(lists).to_numpy(zero_copy_only=False)
+    parents = np.repeat(np.arange(len(counts)), counts)
+    ordered = values[np.lexsort((values, parents))]
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+    picks = starts + np.ceil(P95 * counts).astype(np.int64) - 1
+    has = counts > 0
+    out = np.where(has, ordered[np.where(has, picks, 0)] if len(ordered) else 0.0, np.nan)
+    return pa.array(out, pa.float64(), mask=~has)
+
+
+def finalize(partials: pa.Table, segments: pa.Table) -> pa.Table:
+    """broker_signals rows from partials with one row per (cluster, broker, window)."""
+    schema = arrow_schema("broker_signals")
+    if partials.num_rows == 0:
+        return schema.empty_table()
+    per_broker = _group(segments, PARTIAL_KEYS, [("value", "sum")]).rename_columns(
+        [*PARTIAL_KEYS, "log_segments_last"])
+    rows = partials.select(list(PARTIAL_KEYS)).append_column(
+        "row", pa.array(np.arange(partials.num_rows)))  # a list column cannot ride a join
+    aligned = rows.join(per_broker, list(PARTIAL_KEYS), join_type="left outer").sort_by("row")
+    grouped = partials.append_column("log_segments_last", aligned["log_segments_last"])
+    out: dict[str, pa.ChunkedArray | pa.Array] = {
+        name: grouped[name] for name in (*PARTIAL_KEYS, "window_end", "samples",
+                                         "last_sample_ts")}
+    for name in (*LAST_SIGNALS, *MAX_SIGNALS):
+        out[name] = grouped[name]
+    for name in INCREASE_METRICS:
+        # 0 when the series reported but had nothing to compare; null when it never reported
+        reported = pc.greater(grouped[f"{name}_reported_sum"], 0)
+        out[name] = pc.if_else(reported, pc.fill_null(grouped[f"{name}_sum"], 0.0),
+                               pa.scalar(None, pa.float64()))
+
+    def mean(name: str) -> pa.ChunkedArray:
+        count = grouped[f"{name}_count"]
+        return pc.if_else(pc.greater(count, 0), pc.divide(grouped[f"{name}_sum"],
+                                                          pc.cast(count, pa.float64())),
+                          pa.scalar(None, pa.float64()))
+
+    out["request_queue_utilization_max"] = grouped["ratio"]
+    out["request_queue_utilization_p95"] = nearest_rank_p95(
+        grouped["ratio_values"].combine_chunks())
+    # OneMinuteRate, the broker's own figure, wins; rate(Count) for schemes with Count only.
+    # MeanRate, a lifetime average, is never used (DESIGN.md "Traps").
+    out["request_handler_idle_min"] = pc.coalesce(grouped["rate_idle_min"],
+                                                  grouped["idle_from_count_min"])
+    out["request_handler_idle_mean"] = pc.coalesce(mean("rate_idle"), mean("idle_from_count"))
+    out["network_processor_idle_min"] = grouped["network_processor_idle_min"]
+    out["network_processor_idle_mean"] = mean("network_processor_idle")
+    out["log_segments_last"] = grouped["log_segments_last"]
+    out["updated_at"] = pa.array([datetime.now(UTC)] * grouped.num_rows, TS)
+    table = pa.table({name: out[name] for name in schema.names})
+    return table.sort_by([(k, "ascending") for k in BROKER_KEYS]).cast(schema)
 
 
 def broker_signals(samples: pa.Table, config: SignalsConfig) -> pa.Table:
     """One row per (cluster, broker, window) with every broker signal (schema broker_signals)."""
-    known = samples.filter(pc.is_valid(samples["metric"]))
-    schema = arrow_schema("broker_signals")
-    if known.num_rows == 0:
-        return schema.empty_table()
-    # Only counters need the per-series sort for their deltas; most rows are gauges.
-    is_counter = pc.fill_null(pc.equal(known["kind"], "counter"), False)
-    gauges = known.filter(pc.invert(is_counter))
-    no_delta = pa.nulls(gauges.num_rows, pa.float64())
-    deltas = pa.concat_tables([
-        with_counter_deltas(known.filter(is_counter)),
-        gauges.append_column("delta", no_delta).append_column("rate_per_second", no_delta),
-    ])
-    windowed = with_window(deltas, config.window_seconds).sort_by(
-        [("ts", "ascending"), ("source_offset", "ascending")])
-    ratio = pc.divide(_only(windowed, "value", _mask(windowed, "RequestQueueSize")),
-                      float(config.queued_max_requests))
-    idle_from_count = pc.divide(  # RequestHandlerAvgIdlePercent Count: idle ns per thread
-        _only(windowed, "rate_per_second", _mask(windowed, "RequestHandlerAvgIdlePercent",
-                                                 "Count")), 1e9)
-    columns: dict[str, pa.ChunkedArray] = {"ratio": ratio, "idle_from_count": idle_from_count}
-    aggregations: list[tuple] = [
-        ("window_end", "max"), ([], "count_all"), ("ts", "max"),
-        ("ratio", "max", SKIP_NULLS), ("idle_from_count", "min", SKIP_NULLS),
-        ("idle_from_count", "mean", SKIP_NULLS),
-    ]
-
-    def conditional(name: str, how: str, metric: str, attribute: str = "Value",
-                    source: str = "value") -> None:
-        columns[name] = _only(windowed, source, _mask(windowed, metric, attribute))
-        aggregations.append((name, how, SKIP_NULLS))
-
-    for name, metric in LEVEL_METRICS.items():
-        conditional(f"{name}_max", "max", metric)
-        conditional(f"{name}_last", "last", metric)
-    conditional("offline_partitions_max", "max", "OfflinePartitionsCount")
-    conditional("active_controller_last", "last", "ActiveControllerCount")
-    for name, metric in INCREASE_METRICS.items():
-        conditional(name, "sum", metric, "Count", source="delta")
-        columns[f"{name}_reported"] = pc.cast(_mask(windowed, metric, "Count"), pa.int64())
-        aggregations.append((f"{name}_reported", "sum"))
-    conditional("request_queue_size_max", "max", "RequestQueueSize")
-    conditional("response_queue_size_max", "max", "ResponseQueueSize")
-    conditional("rate_idle_min", "min", "RequestHandlerAvgIdlePercent", "OneMinuteRate")
-    conditional("rate_idle_mean", "mean", "RequestHandlerAvgIdlePercent", "OneMinuteRate")
-    conditional("network_processor_idle_min", "min", "NetworkProcessorAvgIdlePercent")
-    conditional("network_processor_idle_mean", "mean", "NetworkProcessorAvgIdlePercent")
-    conditional("partition_count_last", "last", "PartitionCount")
-    conditional("leader_count_last", "last", "LeaderCount")
-    conditional("open_fds_last", "last", "OpenFileDescriptorCount")
-    conditional("max_fds_last", "last", "MaxFileDescriptorCount")
-
-    wide = windowed.select(list(BROKER_KEYS) + ["window_end", "ts"])
-    for name, column in columns.items():
-        wide = wide.append_column(name, column)
-    grouped = _group(wide, BROKER_KEYS, aggregations)
-    grouped = grouped.join(_p95(windowed, ratio), list(BROKER_KEYS), join_type="left outer")
-    grouped = grouped.join(_log_segments(windowed), list(BROKER_KEYS), join_type="left outer")
-
-    def agg(name: str, how: str) -> pa.ChunkedArray:
-        return grouped[f"{name}_{how}"]
-
-    out: dict[str, pa.ChunkedArray] = {
-        "cluster": grouped["cluster"], "broker": grouped["broker"],
-        "window_start": grouped["window_start"], "window_end": agg("window_end", "max"),
-        "samples": grouped["count_all"], "last_sample_ts": agg("ts", "max"),
-    }
-    for name in LEVEL_METRICS:
-        out[f"{name}_max"] = agg(f"{name}_max", "max")
-        out[f"{name}_last"] = agg(f"{name}_last", "last")
-    out["offline_partitions_max"] = agg("offline_partitions_max", "max")
-    out["active_controller_last"] = agg("active_controller_last", "last")
-    for name in INCREASE_METRICS:
-        # 0 when the series reported but had nothing to compare; null when it never reported
-        reported = pc.greater(agg(f"{name}_reported", "sum"), 0)
-        out[name] = pc.if_else(reported, pc.fill_null(agg(name, "sum"), 0.0),
-                               pa.scalar(None, pa.float64()))
-    out["request_queue_size_max"] = agg("request_queue_size_max", "max")
-    out["request_queue_utilization_max"] = agg("ratio", "max")
-    out["request_queue_utilization_p95"] = grouped["request_queue_utilization_p95"]
-    out["response_queue_size_max"] = agg("response_queue_size_max", "max")
-    # OneMinuteRate, the broker's own figure, wins; rate(Count) for schemes with Count only.
-    # MeanRate, a lifetime average, is never used (DESIGN.md "Traps").
-    out["request_handler_idle_min"] = pc.coalesce(agg("rate_idle_min", "min"),
-                                                  agg("idle_from_count", "min"))
-    out["request_handler_idle_mean"] = pc.coalesce(agg("rate_idle_mean", "mean"),
-                                                   agg("idle_from_count", "mean"))
-    out["network_processor_idle_min"] = agg("network_processor_idle_min", "min")
-    out["network_processor_idle_mean"] = agg("network_processor_idle_mean", "mean")
-    out["partition_count_last"] = agg("partition_count_last", "last")
-    out["leader_count_last"] = agg("leader_count_last", "last")
-    out["log_segments_last"] = grouped["log_segments_last"]
-    out["open_fds_last"] = agg("open_fds_last", "last")
-    out["max_fds_last"] = agg("max_fds_last", "last")
-    now = datetime.now(UTC)
-    out["updated_at"] = pa.array([now] * grouped.num_rows, TS)
-    table = pa.table(out).sort_by([(k, "ascending") for k in BROKER_KEYS])
-    return table.cast(schema)
+    return finalize(*signal_partials(prepared(samples, config), config))

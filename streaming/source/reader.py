@@ -6,6 +6,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from streaming.config import Config
+from streaming.decode.records import DecodeContext
+from streaming.decode.stage import decode_stage
 from streaming.source.kafka_python import SOURCE_NAME, KafkaHealthKafkaSource
 
 KAFKA_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp", "timestampType")
@@ -27,7 +29,19 @@ def source_options(config: Config) -> dict[str, str]:
     return options
 
 
-def read_metrics_stream(spark: SparkSession, config: Config) -> DataFrame:
+def read_decoded_stream(spark: SparkSession, config: Config) -> DataFrame:
+    """Decoded rows from either engine: the Python source decodes in its own read tasks,
+    Spark's kafka source hands its records to the mapInArrow decode stage."""
+    context = DecodeContext.from_config(config)
+    if config.source.engine == "spark":
+        return decode_stage(read_metrics_stream(spark, config), context)
+    return read_metrics_stream(spark, config, decode=context)
+
+
+def read_metrics_stream(spark: SparkSession, config: Config,
+                        decode: DecodeContext | None = None) -> DataFrame:
+    """Kafka records (Spark's kafka-source columns), or decoded rows from the Python source
+    when `decode` is given."""
     options = source_options(config)
     if config.source.engine == "spark":
         # Spark's own source: secrets go as kafka.* options, which Spark redacts in its UI/logs.
@@ -42,5 +56,9 @@ def read_metrics_stream(spark: SparkSession, config: Config) -> DataFrame:
     options["checkpointLocation"] = config.spark.checkpoint
     if config.source.embedded_broker:
         options["highWatermarkProbe"] = "true"
+    options["maxTasks"] = str(config.source.max_tasks or spark.sparkContext.defaultParallelism)
+    options["minRecordsPerTask"] = str(config.source.min_records_per_task)
+    if decode is not None:
+        options["decode"] = decode.to_json()
     spark.dataSource.register(KafkaHealthKafkaSource)
     return spark.readStream.format(SOURCE_NAME).options(**options).load()

@@ -118,6 +118,8 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=180, help="measured time")
     parser.add_argument("--warmup", type=float, default=30, help="seconds before measuring")
     parser.add_argument("--marker-every", type=float, default=5.0)
+    parser.add_argument("--verbose", action="store_true",
+                        help="run the job with -v: per-batch step timings in its job.log")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="kh-steady-"))
     port = free_port()
@@ -135,7 +137,8 @@ def main() -> int:
         (work / "config.yaml").write_text("{}\n")
         log = open(work / "job.log", "wb")  # noqa: SIM115
         job = subprocess.Popen(
-            [sys.executable, "-m", "streaming.cli", "run", "--config", str(work / "config.yaml")],
+            [sys.executable, "-m", "streaming.cli", *(["-v"] if args.verbose else []), "run",
+             "--config", str(work / "config.yaml")],
             env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         producer = SteadyProducer(broker.bootstrap, topic, args.rate, args.marker_every)
         seen: dict[int, float] = {}
@@ -191,6 +194,7 @@ def main() -> int:
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"steady-{int(args.rate)}.json").write_text(json.dumps(result, indent=2))
+    print(f"job log: {work / 'job.log'}")
     print(f"steady {achieved:,.0f} samples/s (offered {args.rate:,.0f}) for {args.seconds:.0f}s: "
           f"produced -> gauge p50 {result['latency_p50_s']}s p95 {result['latency_p95_s']}s over "
           f"{len(latencies)} markers ({len(missed)} never seen), lag at end {lag}, peak RSS "

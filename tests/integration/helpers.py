@@ -147,16 +147,17 @@ def truth_mismatches(signals: pd.DataFrame, truth_rows: list[dict[str, Any]],
 
 
 def config_file(directory: Path, bootstrap: str, topic: str, max_offsets: int = 6,
-                trigger_seconds: float = 0.2, spark: dict[str, Any] | None = None) -> Path:
+                trigger_seconds: float = 0.2, spark: dict[str, Any] | None = None,
+                source: dict[str, Any] | None = None) -> Path:
     """A config file for `kafka-health run` on the embedded broker under `directory`;
-    `spark` adds keys to the spark section (master, conf)."""
+    `spark` and `source` add keys to those sections."""
     directory.mkdir(parents=True, exist_ok=True)
     config = {
         "spark": {"checkpoint": str(directory / "checkpoint"), "trigger_seconds": trigger_seconds,
                   **(spark or {})},
         "source": {"bootstrap_servers": bootstrap, "embedded_broker": True,
                    "topics": [{"name": topic, "format": "jolokia"}],
-                   "max_offsets_per_trigger": max_offsets},
+                   "max_offsets_per_trigger": max_offsets, **(source or {})},
         "delta": {"path": str(directory / "delta")},
         "quality": {"max_timestamp_skew_seconds": 86400},
         "exporter": {"port": free_port()},

@@ -36,6 +36,8 @@ pytestmark = pytest.mark.integration
 PARTITIONS = 4
 SINGLE_SAMPLE_MESSAGES = 2000  # ~3 scrape rounds of a 6-broker fleet, round-robin over partitions
 CAP = 1100  # records per trigger: two micro-batches, so windows and counters span batches
+# Batches this small would be one read task by default: split them over both executors.
+SOURCE = {"min_records_per_task": 100}
 
 
 @pytest.fixture
@@ -86,7 +88,7 @@ def test_standalone_cluster_writes_the_same_tables_as_local(broker, standalone, 
 
     on_cluster = tmp_path / "standalone"
     seen = run_to_end(
-        config_file(on_cluster, broker.bootstrap, topic, max_offsets=CAP,
+        config_file(on_cluster, broker.bootstrap, topic, max_offsets=CAP, source=SOURCE,
                     spark={"master": standalone.url, "conf": conf}),
         on_cluster / "delta", expected, tmp_path / "standalone.log", before_stop=executors_at_work)
     assert len(seen["executors"]) == 2, f"tasks ran on {seen['executors']} only"
@@ -95,7 +97,7 @@ def test_standalone_cluster_writes_the_same_tables_as_local(broker, standalone, 
     assert [w["coresused"] for w in seen["workers"]] == [1, 1], seen["workers"]
 
     local = tmp_path / "local"
-    run_to_end(config_file(local, broker.bootstrap, topic, max_offsets=CAP,
+    run_to_end(config_file(local, broker.bootstrap, topic, max_offsets=CAP, source=SOURCE,
                            spark={"master": "local[2]", "conf": conf}),
                local / "delta", expected, tmp_path / "local.log")
 
