@@ -73,6 +73,9 @@ def build_spark(config: Config) -> SparkSession:
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.streaming.stopGracefullyOnShutdown": "true",
         "spark.driver.memory": "2g",
+        # pyspark.daemon without pyspark's redundant zip archives on the workers' path:
+        # ~0.1 s less per task (see streaming/spark_daemon.py)
+        "spark.python.daemon.module": "streaming.spark_daemon",
     }
     for key, value in {**defaults, **config.spark.conf}.items():
         builder = builder.config(key, value)
