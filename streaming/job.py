@@ -211,7 +211,11 @@ class BatchProcessor:
         if cfg.incremental:
             with stopwatch(timings, "broker_signals"):
                 own = bronze.filter(pc.is_in(bronze["metric"], pa.array(SIGNAL_METRICS)))
-                broker_rows = self.open_windows.update(own.select(SAMPLE_COLUMNS), spans)
+                try:
+                    broker_rows = self.open_windows.update(own.select(SAMPLE_COLUMNS), spans)
+                except Exception:  # held windows only save work: bronze stays the authority
+                    LOG.exception("held signal windows failed; recomputing from bronze")
+                    self.open_windows.clear()
         if broker_rows is None:
             recomputed = self.recompute(clusters, spans)
             if recomputed is None:
@@ -309,8 +313,12 @@ class BatchProcessor:
         later = self.tables["broker_signals"].read(
             ds.field("window_start") > pa.scalar(spans[-1][1], TS),
             ds.field("cluster").isin(clusters), columns=["cluster"])
-        self.open_windows.seed(samples, partials, segments, spans, clusters,
-                               set(later["cluster"].to_pylist()))
+        try:
+            self.open_windows.seed(samples, partials, segments, spans, clusters,
+                                   set(later["cluster"].to_pylist()))
+        except Exception:  # the next batch recomputes instead
+            LOG.exception("holding the recomputed signal windows failed")
+            self.open_windows.clear()
 
     def update_incidents(self, clusters: list[str], first: datetime, last: datetime,
                          batch_id: int) -> None:

@@ -140,9 +140,10 @@ class OpenWindows:
         for cluster, window in touched:
             self.newest[cluster] = max(self.newest.get(cluster, window), window)
         self._remember_counters(counters)
-        self._evict()
-        return self._rows({(r["cluster"], r["broker"], _micros(r["window_start"]))
+        rows = self._rows({(r["cluster"], r["broker"], _micros(r["window_start"]))
                            for r in partials.select(list(PARTIAL_KEYS)).to_pylist()})
+        self._evict()  # after: a batch may span more windows than are kept
+        return rows
 
     def _priors(self, counters: pa.Table, spans: list[tuple[datetime, datetime]]
                 ) -> pa.Table | None:

@@ -3,7 +3,8 @@
 Two real BatchProcessors write real Delta tables (no Spark: the batches are handed to the
 signal step as the job's foreachBatch would after decoding): one with the open windows
 held between batches, one recomputing every touched window from bronze. The batches are
-out of order on purpose: late samples inside and beyond the held horizon, a counter reset,
+out of order on purpose: late samples inside and beyond the held horizon, a batch longer
+than the horizon, a counter reset,
 a counter sample older than its series' newest, a cluster that appears later, a replay.
 """
 
@@ -57,7 +58,8 @@ def batches() -> list[list[dict]]:
     held_back: list[dict] = []
     i = 0
     while i < len(steps) - 2:
-        size = rng.randint(1, 4)
+        # once, five minutes in one batch: more windows than are held
+        size = 30 if 40 <= i < 44 else rng.randint(1, 4)
         batch = [row for chunk in steps[i:i + size] for row in chunk]
         i += size
         if 20 <= i < 24:  # broker 3's gauges arrive one batch late (inside the horizon)
