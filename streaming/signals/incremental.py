@@ -124,7 +124,9 @@ class OpenWindows:
         if samples.num_rows == 0:
             return finalize(self.schema.empty_table(), SEGMENT_SCHEMA.empty_table())
         windows = window_starts(samples["ts"], self.config.window_seconds)
-        touched = set(zip(samples["cluster"].to_pylist(), windows.to_pylist(), strict=True))
+        pairs = pa.table({"cluster": samples["cluster"], "window": windows}).group_by(
+            ["cluster", "window"], use_threads=False).aggregate([])
+        touched = set(zip(pairs["cluster"].to_pylist(), pairs["window"].to_pylist(), strict=True))
         for cluster, window in touched:
             if (cluster, window) not in self.held and window <= self.newest.get(cluster, math.inf):
                 return None
@@ -135,15 +137,36 @@ class OpenWindows:
             return None
         partials, segments = signal_partials(prepared(samples, self.config, priors),
                                              self.config)
-        self._absorb(partials, segments)
+        was_held = self._in(partials, self.held)
+        segment_was_held = self._in(segments, self.held)
         self.held |= touched
         for cluster, window in touched:
             self.newest[cluster] = max(self.newest.get(cluster, window), window)
+        # Only held windows need combining; the rest are the batch's partials as they are.
+        # Of those, only the ones within the kept horizon are held from now on (a catch-up
+        # batch spans hours of windows: holding them would be Python work for nothing).
+        kept = self._in(partials, None)
+        self._absorb(partials.filter(pc.or_(was_held, kept)),
+                     segments.filter(pc.or_(segment_was_held, self._in(segments, None))))
         self._remember_counters(counters)
+        combined = partials.filter(was_held).select(list(PARTIAL_KEYS)).to_pylist()
+        own, own_segments = partials.filter(pc.invert(was_held)), segments.filter(
+            pc.invert(segment_was_held))
         rows = self._rows({(r["cluster"], r["broker"], _micros(r["window_start"]))
-                           for r in partials.select(list(PARTIAL_KEYS)).to_pylist()})
-        self._evict()  # after: a batch may span more windows than are kept
+                           for r in combined}, own, own_segments)
+        self._evict()
         return rows
+
+    def _in(self, table: pa.Table, windows: set[tuple[str, int]] | None) -> pa.Array:
+        """Per row of `table`: is its (cluster, window) in `windows`? With None: is the
+        window within the kept horizon of its cluster?"""
+        clusters = table["cluster"].to_pylist()
+        starts = pc.cast(table["window_start"], pa.int64()).to_pylist()
+        if windows is None:
+            return pa.array([w >= self.newest.get(c, w) - self.keep
+                             for c, w in zip(clusters, starts, strict=True)], pa.bool_())
+        return pa.array([(c, w) in windows for c, w in zip(clusters, starts, strict=True)],
+                        pa.bool_())
 
     def _priors(self, counters: pa.Table, spans: list[tuple[datetime, datetime]]
                 ) -> pa.Table | None:
@@ -209,7 +232,9 @@ class OpenWindows:
             self.counters = self.counters.filter(
                 pc.greater_equal(pc.cast(self.counters["ts"], pa.int64()), floor))
 
-    def _rows(self, keys: Iterable[Key]) -> pa.Table:
+    def _rows(self, keys: Iterable[Key], own: pa.Table | None = None,
+              own_segments: pa.Table | None = None) -> pa.Table:
+        """Rows of the held windows `keys`, plus those of partials not held before (`own`)."""
         assert self.schema is not None
         ordered = sorted(keys)
         partials = pa.Table.from_pylist([self.partials[k] for k in ordered], schema=self.schema)
@@ -218,6 +243,9 @@ class OpenWindows:
               "labels_key": labels, "value": value, "ts_us": ts, "source_offset": offset}
              for k in ordered for labels, (value, ts, offset) in self.segments.get(k, {}).items()],
             schema=SEGMENT_SCHEMA)
+        if own is not None and own_segments is not None:
+            partials = pa.concat_tables([partials, own.cast(self.schema)])
+            segments = pa.concat_tables([segments, own_segments.cast(SEGMENT_SCHEMA)])
         return finalize(partials, segments)
 
     # ---- after a recompute ----
@@ -229,6 +257,7 @@ class OpenWindows:
         have: their head was not recomputed, so nothing about it is known)."""
         self.schema = partials.schema
         lo, hi = (_micros(moment) for moment in spans[-1])
+        held_from = max(lo, hi - self.keep)  # the span may be hours long (a catch-up)
         at_head = [c for c in clusters if c not in later_windows]
         for cluster in clusters:
             self._forget(cluster)
@@ -236,12 +265,12 @@ class OpenWindows:
             return
         heads = pa.array(at_head)
         in_span = pc.and_(pc.is_in(partials["cluster"], heads), pc.greater_equal(
-            pc.cast(partials["window_start"], pa.int64()), lo))
+            pc.cast(partials["window_start"], pa.int64()), held_from))
         self._absorb(partials.filter(in_span), segments.filter(pc.and_(
             pc.is_in(segments["cluster"], heads),
-            pc.greater_equal(pc.cast(segments["window_start"], pa.int64()), lo))))
+            pc.greater_equal(pc.cast(segments["window_start"], pa.int64()), held_from))))
         for cluster in at_head:
-            self.held |= {(cluster, w) for w in range(lo, hi + 1, self.width)}
+            self.held |= {(cluster, w) for w in range(held_from, hi + 1, self.width)}
             self.newest[cluster] = hi
         # The slice is contiguous from the look-back before the last span to the head.
         recent = samples.filter(pc.and_(pc.and_(
