@@ -212,7 +212,7 @@ class BatchProcessor:
             with stopwatch(timings, "broker_signals"):
                 own = bronze.filter(pc.is_in(bronze["metric"], pa.array(SIGNAL_METRICS)))
                 try:
-                    broker_rows = self.open_windows.update(own.select(SAMPLE_COLUMNS), spans)
+                    broker_rows = self.open_windows.update(own.select(SAMPLE_COLUMNS))
                 except Exception:  # held windows only save work: bronze stays the authority
                     LOG.exception("held signal windows failed; recomputing from bronze")
                     self.open_windows.clear()

@@ -85,12 +85,16 @@ def series_keys(samples: pa.Table) -> pa.ChunkedArray:
                                        null_handling="replace")
 
 
-def with_counter_deltas(samples: pa.Table) -> pa.Table:
+def with_counter_deltas(samples: pa.Table, config: SignalsConfig) -> pa.Table:
     """Increase since the previous sample of the same series, with counter resets handled.
 
     A Count that drops means the broker restarted and counted from zero again, so the
     increase is the new value itself (never negative, never the drop). The first sample
-    of a series in the slice has no predecessor: its delta is null, not a guess. The
+    of a series has no predecessor: its delta is null, not a guess. Nor does a sample whose
+    previous one is older than the counter look-back before its own window: a function of
+    the sample alone, so the answer never depends on how samples were cut into batches or
+    how far back a recompute happened to read (a broker silent for longer than the
+    look-back, back with a reset counter, must page the same either way). The
     per-second rate is null across a reset too: the time the new count accumulated over
     is unknown, so no rate rather than a wrong one. Rows come back ordered by series, then
     time (then source offset, so equal timestamps replay the same way).
@@ -108,7 +112,9 @@ def with_counter_deltas(samples: pa.Table) -> pa.Table:
     is_counter = pc.equal(ordered["kind"], "counter").to_numpy(zero_copy_only=False)
     previous = np.roll(value, 1)
     elapsed = (micros - np.roll(micros, 1)) / 1e6
-    no_previous = new_series | ~is_counter
+    width = config.window_seconds * 1_000_000
+    too_old = np.roll(micros, 1) < micros // width * width - config.counter_lookback_seconds * 1_000_000
+    no_previous = new_series | ~is_counter | too_old
     grew = value >= previous
     with np.errstate(divide="ignore", invalid="ignore"):
         delta = np.where(grew, value - previous, value)
@@ -179,10 +185,10 @@ def prepared(samples: pa.Table, config: SignalsConfig, priors: pa.Table | None =
             priors.select(counters.column_names).cast(counters.schema).append_column(
                 "prior", pa.array([True] * priors.num_rows)),
             counters.append_column("prior", pa.array([False] * counters.num_rows))])
-        with_deltas = with_counter_deltas(flagged)
+        with_deltas = with_counter_deltas(flagged, config)
         counters = with_deltas.filter(pc.invert(with_deltas["prior"])).drop_columns(["prior"])
     else:
-        counters = with_counter_deltas(counters)
+        counters = with_counter_deltas(counters, config)
     no_delta = pa.nulls(gauges.num_rows, pa.float64())
     deltas = pa.concat_tables([
         counters,

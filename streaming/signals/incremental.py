@@ -116,8 +116,7 @@ class OpenWindows:
         self.last_batch = batch_id
 
     # ---- the incremental path ----
-    def update(self, samples: pa.Table, spans: list[tuple[datetime, datetime]]
-               ) -> pa.Table | None:
+    def update(self, samples: pa.Table) -> pa.Table | None:
         """broker_signals rows of every window `samples` touched, or None: recompute."""
         if self.schema is None or self.counters is None:
             return None
@@ -132,7 +131,7 @@ class OpenWindows:
                 return None
         is_counter = pc.fill_null(pc.equal(samples["kind"], "counter"), False)
         counters = samples.filter(is_counter)
-        priors = self._priors(counters, spans)
+        priors = self._priors(counters)
         if priors is None:
             return None
         partials, segments = signal_partials(prepared(samples, self.config, priors),
@@ -168,11 +167,9 @@ class OpenWindows:
         return pa.array([(c, w) in windows for c, w in zip(clusters, starts, strict=True)],
                         pa.bool_())
 
-    def _priors(self, counters: pa.Table, spans: list[tuple[datetime, datetime]]
-                ) -> pa.Table | None:
+    def _priors(self, counters: pa.Table) -> pa.Table | None:
         """The held predecessor of each counter series in the batch, or None when a sample
-        is not newer than it. A predecessor older than the look-back before its span is
-        ignored, as the recompute (which reads only that far back) would."""
+        is not newer than it."""
         assert self.counters is not None
         if counters.num_rows == 0:
             return self.counters.slice(0, 0)
@@ -194,13 +191,7 @@ class OpenWindows:
             pc.greater(pairs["source_offset_first"], pairs["held_offset"])))
         if not pc.all(newer).as_py():
             return None
-        floors = np.full(pairs.num_rows, np.iinfo(np.int64).max)
-        first_at = pairs["at_first"].to_numpy()
-        for lo, hi in spans:
-            inside = (first_at >= _micros(lo)) & (first_at < _micros(hi) + self.width)
-            floors[inside] = _micros(lo) - self.lookback
-        usable = pairs["held_at"].to_numpy() >= floors
-        return self.counters.take(pairs["row"].filter(pa.array(usable)))
+        return self.counters.take(pairs["row"])  # too old ones: with_counter_deltas
 
     def _absorb(self, partials: pa.Table, segments: pa.Table) -> None:
         for row in partials.to_pylist():

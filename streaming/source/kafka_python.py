@@ -401,7 +401,9 @@ class KafkaStreamReader(DataSourceStreamReader):
                         continue
                     raise RuntimeError(f"Kafka read error: {message.error()}")
                 offset = message.offset()
-                if offset < position or offset >= partition.end:
+                if (offset < position or offset >= partition.end
+                        or message.partition() != partition.partition
+                        or message.topic() != partition.topic):  # left from an earlier range
                     continue
                 ts_type, ts_ms = message.timestamp()
                 cols["key"].append(message.key())
