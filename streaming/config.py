@@ -78,7 +78,7 @@ class SourceConfig:
     topics: list[TopicConfig] = field(default_factory=lambda: [TopicConfig(name="kafka-metrics")])
     subscribe_pattern: str | None = None
     starting_offsets: str = "earliest"
-    max_offsets_per_trigger: int | None = 500000
+    max_offsets_per_trigger: int | None = 200000
     # Python source only: read tasks per batch (null: Spark's default parallelism, the
     # cores) and the fewest records worth a task of their own (below it, fewer tasks).
     max_tasks: int | None = None
