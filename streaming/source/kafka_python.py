@@ -54,6 +54,12 @@ STALL_SECONDS = 60.0
 # Empty reads for this long make the reader check whether the rest of its range still exists
 # (not at once: Tansu under-reports the high watermark while records are in flight).
 GONE_CHECK_SECONDS = 5.0
+# The reader's ranges end at or below the high watermark, so a broker-side long poll only
+# ever waits past a range's end: librdkafka's fetch for the offsets after it is parked for
+# fetch.wait.max.ms (500 ms by default), and the next range's fetch on the same connection,
+# and close(), wait behind it. Measured on a 2-range task of 7,500 records: 1.02 s at the
+# default, 0.04 s at 10 ms. A `kafka.fetch.wait.max.ms` option still wins.
+READER_FETCH_WAIT_MS = "10"
 # confluent-kafka timestamp types -> Spark kafka source's timestampType (0 create, 1 log append)
 _TS_TYPES = {1: 0, 2: 1}
 
@@ -130,6 +136,20 @@ def client_config(options: dict[str, str]) -> dict[str, str]:
             conf[key[len("secretEnv."):]] = os.environ[value]
     if "bootstrap.servers" not in conf:
         raise ValueError("kafka_health_kafka source: option kafka.bootstrap.servers is required")
+    return conf
+
+
+def reader_config(options: dict[str, str]) -> dict[str, Any]:
+    """The read tasks' consumer: assigned offsets only (no group, no commits), a short
+    broker-side wait unless the options set one (see READER_FETCH_WAIT_MS)."""
+    conf: dict[str, Any] = {"fetch.wait.max.ms": READER_FETCH_WAIT_MS, **client_config(options)}
+    conf.update({
+        "group.id": "kafka-health-reader",
+        "enable.auto.commit": False,
+        "enable.partition.eof": False,
+        "auto.offset.reset": "earliest",
+        "fetch.max.bytes": 64 * 1024 * 1024,
+    })
     return conf
 
 
@@ -357,20 +377,14 @@ class KafkaStreamReader(DataSourceStreamReader):
     def read(self, partition: ReadTask) -> Iterator[pa.RecordBatch]:
         from confluent_kafka import Consumer
 
-        conf = client_config(self.options)
-        conf.update({
-            "group.id": "kafka-health-reader",
-            "enable.auto.commit": False,
-            "enable.partition.eof": False,
-            "auto.offset.reset": "earliest",
-            "fetch.max.bytes": 64 * 1024 * 1024,
-        })
+        conf = reader_config(self.options)
         consumer = Consumer(conf)
         try:
             for offsets in partition.ranges:
                 for records in self._read_range(consumer, offsets, conf["bootstrap.servers"]):
                     yield records if self.decode is None else decode_record_batch(records,
                                                                                   self.decode)
+                consumer.unassign()  # stop prefetching past the range's end
         finally:
             consumer.close()
 

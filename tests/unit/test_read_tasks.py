@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import pickle
+from typing import Any
 
 import pytest
+from confluent_kafka import Producer
 
 from streaming.config import IdentityConfig
 from streaming.decode.records import DecodeContext
-from streaming.source.kafka_python import KafkaRange, plan_tasks
+from streaming.source.kafka_python import (
+    KafkaRange,
+    KafkaStreamReader,
+    ReadTask,
+    plan_tasks,
+    reader_config,
+)
 
 
 def covered(tasks: list[list[KafkaRange]]) -> dict[tuple[str, int], list[tuple[int, int]]]:
@@ -60,3 +68,27 @@ def test_decode_context_survives_the_option_string() -> None:
     back = DecodeContext.from_json(context.to_json())
     assert back == context
     assert pickle.loads(pickle.dumps(back)) == context
+
+
+def test_a_task_over_several_ranges_reads_each_record_exactly_once(broker: Any, topic: str
+                                                                   ) -> None:
+    """One consumer walks the ranges in turn: no record of another range (prefetched past
+    the end of the previous one) and no record outside a range may leak into the output."""
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
+    for i in range(900):
+        producer.produce(topic, value=f"{i % 3}:{i // 3}".encode(), partition=i % 3)
+    producer.flush(30)
+    reader = KafkaStreamReader({"kafka.bootstrap.servers": broker.bootstrap, "subscribe": topic})
+    ranges = [KafkaRange(topic, 2, 250, 300), KafkaRange(topic, 0, 0, 120),
+              KafkaRange(topic, 1, 10, 20), KafkaRange(topic, 0, 200, 299)]
+    read = [(row["partition"], row["offset"], row["value"])
+            for batch in reader.read(ReadTask(ranges)) for row in batch.to_pylist()]
+    expected = [(r.partition, offset, f"{r.partition}:{offset}".encode())
+                for r in ranges for offset in range(r.start, r.end)]
+    assert read == expected
+
+
+def test_the_reader_waits_briefly_at_a_range_end_unless_told_otherwise() -> None:
+    options = {"kafka.bootstrap.servers": "k:9092"}
+    assert int(reader_config(options)["fetch.wait.max.ms"]) <= 50
+    assert reader_config({**options, "kafka.fetch.wait.max.ms": "200"})["fetch.wait.max.ms"] == "200"
