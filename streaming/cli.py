@@ -121,9 +121,11 @@ kafka-health demo running (Ctrl-C stops everything)
   metrics    http://{config.exporter.bind}:{config.exporter.port}/metrics
 """, flush=True)
         if args.duration:
-            threading.Timer(args.duration, job.request_stop).start()
-        code = job.run_until_stopped()
-        return code
+            # daemon: a stop by signal or a failed query must not wait out the duration
+            timer = threading.Timer(args.duration, job.request_stop)
+            timer.daemon = True
+            timer.start()
+        return job.run_until_stopped()
     finally:
         stop.set()
         broker.stop()
