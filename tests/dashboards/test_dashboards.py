@@ -20,11 +20,9 @@ import importlib.util
 import json
 import re
 import shutil
-import subprocess
 import time
 import urllib.request
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 import yaml
@@ -32,6 +30,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_serv
 
 from streaming.broker import free_port
 from tests.dashboards import validator as v
+from tests.e2e.stack import poll, start_prometheus
 
 REPO = v.REPO
 DASHBOARD_FILES = sorted(v.DASHBOARD_DIR.glob("*.json"))
@@ -430,24 +429,6 @@ def _get_json(url: str) -> dict:
         return json.loads(resp.read())
 
 
-def wait_until(condition: Callable[[], bool], deadline_s: float, what: str,
-               proc: subprocess.Popen | None = None, log: Path | None = None) -> None:
-    deadline = time.monotonic() + deadline_s
-    last_exc: Exception | None = None
-    while time.monotonic() < deadline:
-        if proc is not None and proc.poll() is not None:
-            tail = log.read_text()[-3000:] if log else ""
-            raise AssertionError(f"prometheus exited ({proc.returncode}) waiting for {what}\n"
-                                 f"{tail}")
-        try:
-            if condition():
-                return
-        except OSError as exc:  # not listening yet
-            last_exc = exc
-        time.sleep(0.2)  # poll interval
-    raise AssertionError(f"timed out after {deadline_s}s waiting for {what} ({last_exc})")
-
-
 @pytest.fixture(scope="module")
 def stack(contract, tmp_path_factory):
     binary = shutil.which("prometheus")
@@ -466,31 +447,9 @@ def stack(contract, tmp_path_factory):
             servers.append((server, thread))
             targets[name] = f"127.0.0.1:{server.server_port}"
 
-        tmp = tmp_path_factory.mktemp("prometheus")
-        port = free_port()
-        config = tmp / "prometheus.yml"
-        config.write_text(yaml.safe_dump({
-            "global": {"scrape_interval": "1s", "scrape_timeout": "1s",
-                       "evaluation_interval": "1s"},
-            "scrape_configs": [{"job_name": "kafka-health",
-                                "static_configs": [{"targets": sorted(targets.values())}]}],
-        }))
-        log = tmp / "prometheus.log"
-        with log.open("wb") as log_file:
-            proc = subprocess.Popen(
-                [binary, f"--config.file={config}", f"--storage.tsdb.path={tmp / 'data'}",
-                 f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
-                stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-        url = f"http://127.0.0.1:{port}"
+        prometheus, url = start_prometheus(tmp_path_factory.mktemp("prometheus"),
+                                           sorted(targets.values()), None, rules=False)
         try:
-            def ready() -> bool:
-                with urllib.request.urlopen(url + "/-/ready", timeout=2) as resp:
-                    return resp.status == 200
-
-            wait_until(ready, 30, "/-/ready", proc, log)
-
             def scraped_enough() -> bool:
                 names = set(_get_json(url + "/api/v1/label/__name__/values")["data"])
                 if not set(contract.labels) <= names:
@@ -500,16 +459,11 @@ def stack(contract, tmp_path_factory):
                 result = body.get("data", {}).get("result", [])
                 return bool(result) and float(result[0]["value"][1]) == 2
 
-            wait_until(scraped_enough, 60, "every contract series, 3 scrapes of both targets",
-                       proc, log)
+            poll(scraped_enough, 60, "every contract series, 3 scrapes of both targets",
+                 alive=prometheus.check)
             yield {"url": url, "targets": targets}
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
+            prometheus.stop()
     finally:
         for server, thread in servers:
             server.shutdown()

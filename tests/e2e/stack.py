@@ -14,7 +14,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -28,6 +27,7 @@ from typing import Any
 
 import yaml
 
+from streaming.broker import free_port
 from streaming.simulate.model import ClusterModel
 from streaming.simulate.runner import Simulator
 from tests.alerts.amconfig import render_alertmanager_config
@@ -35,12 +35,6 @@ from tests.alerts.amconfig import render_alertmanager_config
 REPO = Path(__file__).resolve().parents[2]
 RULES = REPO / "alerts" / "kafka-health.rules.yml"
 ROUTING_KEY = "e2e-routing-key-0123456789abcdef"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def which(*names: str) -> str | None:
@@ -213,18 +207,22 @@ def start_alertmanager(workdir: Path, pagerduty_url: str,
     return child, url, key_file
 
 
-def start_prometheus(workdir: Path, exporter: str, alertmanager: str | None,
-                     interval: str = "1s", evaluation: str | None = None) -> tuple[Child, str]:
+def start_prometheus(workdir: Path, exporter: str | list[str], alertmanager: str | None,
+                     interval: str = "1s", evaluation: str | None = None,
+                     rules: bool = True) -> tuple[Child, str]:
+    """Debian's prometheus on a free loopback port, scraping `exporter` (host:port, or a
+    list of them) as job kafka-health, with our alert rules unless `rules` is false."""
     binary = which("prometheus")
     if binary is None:
         raise FileNotFoundError("prometheus not on PATH: run deploy/install-prometheus.sh")
     workdir.mkdir(parents=True, exist_ok=True)
+    targets = [exporter] if isinstance(exporter, str) else list(exporter)
     config: dict[str, Any] = {
         "global": {"scrape_interval": interval, "scrape_timeout": interval,
                    "evaluation_interval": evaluation or interval},
-        "rule_files": [str(RULES)],
+        "rule_files": [str(RULES)] if rules else [],
         "scrape_configs": [{"job_name": "kafka-health",
-                            "static_configs": [{"targets": [exporter]}]}],
+                            "static_configs": [{"targets": targets}]}],
     }
     if alertmanager:
         config["alerting"] = {"alertmanagers": [{"static_configs": [
