@@ -3,7 +3,10 @@
 Starts `kafka-health demo` as a child, samples every 30 s the RSS of its whole process
 tree (driver JVM, Python driver, Python workers, the broker), the checkpoint folder size
 (Spark's offset/commit logs; the job keeps no streaming state store) and the batch
-durations from its progress lines, then compares the first and last 5 minutes.
+durations and step timings from its progress lines, then compares the first and last 5
+minutes. The demo's cluster grows by 6 partitions every 5 minutes, so the result also
+lists, per 5 minutes, the records per batch beside the batch and step times: a batch
+that slows with its input is not a leak.
 
     .venv/bin/python tests/benchmarks/soak.py --minutes 30
 Writes tests/benchmarks/results/soak.json; the verdict is printed last.
@@ -25,7 +28,9 @@ import time
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results" / "soak.json"
-BATCH = re.compile(r"^batch (\d+): (\d+) records .*?, ([\d.]+)s, newest event")
+BATCH = re.compile(r"^batch (\d+): (\d+) records .*?, ([\d.]+)s, newest event.*?\[(.*)\]")
+STEP = re.compile(r"(\S+) ([\d.]+)s")
+BUCKET_SECONDS = 300
 
 
 def tree_rss_mb(root_pid: int) -> dict[str, float]:
@@ -66,6 +71,27 @@ def dir_mb(path: Path) -> float:
         else 0.0
 
 
+def buckets(batches: list[tuple[float, int, float]], steps: list[dict[str, float]],
+            started: float) -> list[dict[str, object]]:
+    """Medians per BUCKET_SECONDS of the run: records per batch, batch seconds, step seconds."""
+    grouped: dict[int, list[int]] = {}
+    for i, (at, _, _) in enumerate(batches):
+        grouped.setdefault(int((at - started) // BUCKET_SECONDS), []).append(i)
+    out: list[dict[str, object]] = []
+    for bucket, members in sorted(grouped.items()):
+        names = sorted({name for i in members for name in steps[i]})
+        out.append({
+            "from_minute": bucket * BUCKET_SECONDS // 60,
+            "batches": len(members),
+            "records_median": statistics.median(batches[i][1] for i in members),
+            "batch_seconds_median": statistics.median(batches[i][2] for i in members),
+            "step_seconds_median": {n: round(statistics.median(steps[i].get(n, 0.0)
+                                                               for i in members), 3)
+                                    for n in names},
+        })
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=float, default=30.0)
@@ -78,12 +104,14 @@ def main() -> int:
          "--metrics-port", str(port), "--duration", str(args.minutes * 60 + 30)],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True)
     batches: list[tuple[float, int, float]] = []
+    steps: list[dict[str, float]] = []
 
     def read_progress() -> None:
         for line in proc.stdout:  # type: ignore[union-attr]
             match = BATCH.match(line)
             if match:
                 batches.append((time.time(), int(match.group(2)), float(match.group(3))))
+                steps.append({k: float(v) for k, v in STEP.findall(match.group(4))})
 
     threading.Thread(target=read_progress, daemon=True).start()
     samples = []
@@ -117,6 +145,9 @@ def main() -> int:
         "batch_seconds_early_median": statistics.median(early) if early else None,
         "batch_seconds_late_median": statistics.median(late) if late else None,
         "batches": len(batches),
+        # The demo adds 6 partitions every 5 minutes, so its input grows during a soak: per
+        # bucket, the records per batch next to the batch time and each step's time.
+        "buckets": buckets(batches, steps, started),
     }
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(result, indent=2))
@@ -125,7 +156,9 @@ def main() -> int:
           f"{result['jvm_start_mb']:.0f} -> {result['jvm_end_mb']:.0f} MB, checkpoint "
           f"{result['checkpoint_start_mb']:.1f} -> {result['checkpoint_end_mb']:.1f} MB, "
           f"median batch {result['batch_seconds_early_median']}s -> "
-          f"{result['batch_seconds_late_median']}s")
+          f"{result['batch_seconds_late_median']}s, records per batch (median, first and last "
+          f"5 min) {result['buckets'][0]['records_median'] if result['buckets'] else '?'} -> "
+          f"{result['buckets'][-1]['records_median'] if result['buckets'] else '?'}")
     return 0
 
 
