@@ -466,10 +466,10 @@ class ProgressListener(StreamingQueryListener):
         if self.exporter:
             self.exporter.pipeline("kafka_health_pipeline_last_batch_timestamp_seconds",
                                    time.time())
-            # Idle may mean "no new metrics" or "broker gone": the probe tells them apart.
-            if self.last_end is not None:
-                reachable = self.lag(self.last_end) is not None
-                self.exporter.pipeline("kafka_health_pipeline_source_up", int(reachable))
+            # Idle may mean "no new metrics" or "broker gone": the probe tells them apart,
+            # also before any batch (an empty topic at start is not an unreachable broker).
+            reachable = self.lag(self.last_end or {}) is not None
+            self.exporter.pipeline("kafka_health_pipeline_source_up", int(reachable))
 
     def onQueryTerminated(self, event: Any) -> None:
         if self.exporter:
@@ -515,6 +515,8 @@ class LagProbe:
                 self.consumer = Consumer(conf)
                 # Watermark queries on a fresh client fail with "unknown partition" until
                 # it has metadata for the topic: load it first.
+                self.consumer.list_topics(timeout=5)
+            elif not end:  # nothing processed yet: only whether the broker answers
                 self.consumer.list_topics(timeout=5)
             total = 0
             for topic, parts in end.items():

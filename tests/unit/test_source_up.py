@@ -1,0 +1,35 @@
+"""`kafka_health_pipeline_source_up` on an idle query: whether the metrics broker answers,
+also before any batch has run (an empty topic at start is not an unreachable broker)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from streaming.broker import free_port
+from streaming.config import load_config
+from streaming.exporter import Exporter
+from streaming.job import LagProbe, ProgressListener
+
+
+def source_up_when_idle(bootstrap: str, last_end: dict[str, Any] | None) -> float | None:
+    config = load_config(None, environ={"KAFKA_HEALTH__SOURCE__BOOTSTRAP_SERVERS": bootstrap})
+    exporter, probe = Exporter(), LagProbe(config)
+    listener = ProgressListener(None, exporter, probe, printer=None)  # type: ignore[arg-type]
+    listener.last_end = last_end
+    try:
+        listener.onQueryIdle(None)
+    finally:
+        probe.close()
+    return exporter.registry.get_sample_value("kafka_health_pipeline_source_up")
+
+
+def test_a_reachable_broker_is_up_before_any_batch(broker: Any) -> None:
+    assert source_up_when_idle(broker.bootstrap, None) == 1
+
+
+def test_a_reachable_broker_is_up_after_batches(broker: Any, topic: str) -> None:
+    assert source_up_when_idle(broker.bootstrap, {topic: {"0": 0, "1": 0, "2": 0}}) == 1
+
+
+def test_nothing_listening_is_down() -> None:
+    assert source_up_when_idle(f"127.0.0.1:{free_port()}", None) == 0
