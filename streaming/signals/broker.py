@@ -110,10 +110,10 @@ def with_counter_deltas(samples: pa.Table, config: SignalsConfig) -> pa.Table:
         new_series[1:] = pc.not_equal(keys.slice(1), keys.slice(0, n - 1)).to_numpy(
             zero_copy_only=False)
     is_counter = pc.equal(ordered["kind"], "counter").to_numpy(zero_copy_only=False)
-    previous = np.roll(value, 1)
-    elapsed = (micros - np.roll(micros, 1)) / 1e6
+    previous, previous_at = np.roll(value, 1), np.roll(micros, 1)
+    elapsed = (micros - previous_at) / 1e6
     width = config.window_seconds * 1_000_000
-    too_old = np.roll(micros, 1) < micros // width * width - config.counter_lookback_seconds * 1_000_000
+    too_old = previous_at < micros // width * width - config.counter_lookback_seconds * 1_000_000
     no_previous = new_series | ~is_counter | too_old
     grew = value >= previous
     with np.errstate(divide="ignore", invalid="ignore"):

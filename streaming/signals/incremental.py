@@ -89,6 +89,12 @@ def combine(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _window_keys(table: pa.Table) -> list[tuple[str, int]]:
+    """(cluster, window start in microseconds) per row of a partials or segments table."""
+    return list(zip(table["cluster"].to_pylist(),
+                    pc.cast(table["window_start"], pa.int64()).to_pylist(), strict=True))
+
+
 class OpenWindows:
     """The recent windows' partials of every cluster seen at the head of its stream."""
 
@@ -136,17 +142,17 @@ class OpenWindows:
             return None
         partials, segments = signal_partials(prepared(samples, self.config, priors),
                                              self.config)
-        was_held = self._in(partials, self.held)
-        segment_was_held = self._in(segments, self.held)
+        windows_of, segment_windows_of = _window_keys(partials), _window_keys(segments)
+        was_held = pa.array([key in self.held for key in windows_of], pa.bool_())
+        segment_was_held = pa.array([key in self.held for key in segment_windows_of], pa.bool_())
         self.held |= touched
         for cluster, window in touched:
             self.newest[cluster] = max(self.newest.get(cluster, window), window)
         # Only held windows need combining; the rest are the batch's partials as they are.
         # Of those, only the ones within the kept horizon are held from now on (a catch-up
         # batch spans hours of windows: holding them would be Python work for nothing).
-        kept = self._in(partials, None)
-        self._absorb(partials.filter(pc.or_(was_held, kept)),
-                     segments.filter(pc.or_(segment_was_held, self._in(segments, None))))
+        self._absorb(partials.filter(pc.or_(was_held, self._kept(windows_of))),
+                     segments.filter(pc.or_(segment_was_held, self._kept(segment_windows_of))))
         self._remember_counters(counters)
         combined = partials.filter(was_held).select(list(PARTIAL_KEYS)).to_pylist()
         own, own_segments = partials.filter(pc.invert(was_held)), segments.filter(
@@ -156,16 +162,9 @@ class OpenWindows:
         self._evict()
         return rows
 
-    def _in(self, table: pa.Table, windows: set[tuple[str, int]] | None) -> pa.Array:
-        """Per row of `table`: is its (cluster, window) in `windows`? With None: is the
-        window within the kept horizon of its cluster?"""
-        clusters = table["cluster"].to_pylist()
-        starts = pc.cast(table["window_start"], pa.int64()).to_pylist()
-        if windows is None:
-            return pa.array([w >= self.newest.get(c, w) - self.keep
-                             for c, w in zip(clusters, starts, strict=True)], pa.bool_())
-        return pa.array([(c, w) in windows for c, w in zip(clusters, starts, strict=True)],
-                        pa.bool_())
+    def _kept(self, windows: list[tuple[str, int]]) -> pa.Array:
+        """Per (cluster, window): is the window within the kept horizon of its cluster?"""
+        return pa.array([w >= self.newest.get(c, w) - self.keep for c, w in windows], pa.bool_())
 
     def _priors(self, counters: pa.Table) -> pa.Table | None:
         """The held predecessor of each counter series in the batch, or None when a sample
