@@ -8,20 +8,12 @@ import os
 import signal
 import subprocess
 import sys
-import urllib.request
 from pathlib import Path
 
 from streaming.broker import free_port
+from tests.benchmarks.bench_steady import gauge
 from tests.conftest import wait_for
 from tests.integration.helpers import count
-
-
-def scrape(port: int) -> str:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as response:
-            return response.read().decode()
-    except OSError:
-        return ""
 
 
 def test_the_demo_exports_broker_gauges_and_stops_on_sigterm(tmp_path: Path) -> None:
@@ -33,9 +25,9 @@ def test_the_demo_exports_broker_gauges_and_stops_on_sigterm(tmp_path: Path) -> 
         stdout=open(log, "wb"), stderr=subprocess.STDOUT, start_new_session=True,  # noqa: SIM115
     )
     try:
-        wait_for(lambda: demo.poll() is not None
-                 or 'kafka_health_under_min_isr_partitions{broker="1",cluster="demo"}' in scrape(port),
-                 240, "the demo's broker 1 under-min-ISR gauge")
+        wait_for(lambda: demo.poll() is not None or gauge(
+                     port, "kafka_health_under_min_isr_partitions", 'broker="1",cluster="demo"')
+                 is not None, 240, "the demo's broker 1 under-min-ISR gauge")
         assert demo.poll() is None, log.read_text()[-3000:]
         assert count(tmp_path / "data" / "delta", "bronze") > 0
         demo.send_signal(signal.SIGTERM)
