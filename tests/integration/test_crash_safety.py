@@ -24,19 +24,22 @@ from tests.integration.helpers import (
 from tests.integration.test_skeleton import faulted_simulation
 
 pytestmark = pytest.mark.integration
+PER_TRIGGER = 2
 
 
 def test_five_kills_leave_tables_equal_to_an_uninterrupted_run(broker, topic, tmp_path, spark):
     sim = faulted_simulation(broker.bootstrap, topic, minutes=6)
     expected = sim.truth.samples_total
     reference = tmp_path / "reference"
-    reference_config = load_config(config_file(reference, broker.bootstrap, topic))
+    # 2 records per trigger: enough batches that the input outlasts the five kills
+    reference_config = load_config(config_file(reference, broker.bootstrap, topic,
+                                               max_offsets=PER_TRIGGER))
     with running_job(spark, reference_config) as job:  # same code, in this process
         wait_for(lambda: count(reference / "delta", "bronze") >= expected, 300, "reference run")
         wait_for(lambda: not job.query.status["isTriggerActive"], 60, "the last batch")
 
     crashed = tmp_path / "crashed"
-    config = config_file(crashed, broker.bootstrap, topic)
+    config = config_file(crashed, broker.bootstrap, topic, max_offsets=PER_TRIGGER)
     root, log = crashed / "delta", tmp_path / "crashed.log"
     kills = 0
     for failpoint in ("bronze_committed:2", "broker_signals_committed:2",
