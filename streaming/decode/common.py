@@ -1,4 +1,5 @@
-"""What every decoder shares: the observation a decoder yields and the error it raises.
+"""What every decoder shares: the observation a decoder yields, the error it raises and
+the Arrow batch all decoding ends in.
 
 Decoders stay small: they turn one parsed message into observations and say nothing
 about identity, quarantine or Arrow; `streaming.decode.records` does that once for all.
@@ -7,6 +8,11 @@ about identity, quarantine or Arrow; `streaming.decode.records` does that once f
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from streaming.schemas import decoded_arrow_schema
 
 
 class DecodeError(Exception):
@@ -42,3 +48,11 @@ class Rejected:
 
     reason: str
     detail: str
+
+
+def decoded_batch(columns: dict[str, pa.Array]) -> pa.RecordBatch:
+    """The decode output in `decoded_arrow_schema` order, with the `date` partition column
+    derived from `ts` once per batch (Arrow compute, not a strftime per sample)."""
+    schema = decoded_arrow_schema()
+    arrays = {**columns, "date": pc.strftime(columns["ts"], format="%Y-%m-%d")}
+    return pa.RecordBatch.from_arrays([arrays[f.name] for f in schema], schema=schema)

@@ -25,7 +25,7 @@ def _number(value: Any) -> float | None:
     return float(value)
 
 
-def _resolve(catalog: Catalog, object_name: str, attribute: str
+def resolve_attribute(catalog: Catalog, object_name: str, attribute: str
              ) -> tuple[str | None, str, str, dict[str, str]]:
     """(metric, canonical attribute, kind, labels) of one MBean attribute, cached on the
     catalog: the same names come back every scrape. The labels dict is shared: read only."""
@@ -62,7 +62,7 @@ def _mbean_observations(
     out: list[Observation | Rejected] = []
     for attribute, raw in attributes.items():
         value = _number(raw)
-        metric, canonical, kind, labels = _resolve(catalog, object_name, attribute)
+        metric, canonical, kind, labels = resolve_attribute(catalog, object_name, attribute)
         if value is None:
             if metric is not None and raw is not None and _numeric_attribute(canonical):
                 out.append(Rejected("wrong_type", f"{metric}.{canonical}={str(raw)[:60]!r} is "

@@ -15,14 +15,15 @@ from datetime import UTC, datetime
 from types import ModuleType
 from typing import Any
 
+import numpy as np
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from streaming.catalog import Catalog, load_catalog
 from streaming.config import Config, IdentityConfig
-from streaming.decode import jolokia, otlp, prometheus, telegraf
-from streaming.decode.common import DecodeError, Observation, Rejected
+from streaming.decode import jolokia, jolokia_columnar, otlp, prometheus, telegraf
+from streaming.decode.common import DecodeError, Observation, Rejected, decoded_batch
 from streaming.schemas import decoded_arrow_schema
 
 # Detection tries these in order; their looks_like() are mutually exclusive by construction
@@ -158,18 +159,19 @@ def _check(obs: Observation, record_ts: float, max_skew: float) -> Rejected | No
 
 
 class _Columns:
-    """Column lists for the decoded batch; appending rows is the hot path, so no dicts.
+    """Column lists for the per-record decoder; appending rows is the hot path, so no dicts.
 
-    Times are kept as integer microseconds and the `date` partition column is derived
-    once per batch with Arrow compute instead of a strftime per sample.
+    Times are kept as integer microseconds; `record` holds the batch position of each row's
+    record, so rows from the columnar path can be merged back in record order.
     """
 
     def __init__(self, ingest_us: int) -> None:
-        self.schema = decoded_arrow_schema()
-        self.cols: dict[str, list[Any]] = {f.name: [] for f in self.schema if f.name != "date"}
+        self.cols: dict[str, list[Any]] = {f.name: [] for f in decoded_arrow_schema()
+                                           if f.name != "date"}
+        self.record: list[int] = []
         self.ingest_us = ingest_us
 
-    def append_reject(self, reason, raw, fmt, topic, part, off) -> None:
+    def append_reject(self, reason, raw, fmt, topic, part, off, position) -> None:
         c = self.cols
         for name in ("ts", "cluster", "broker", "metric", "attribute", "labels", "value", "kind"):
             c[name].append(None)
@@ -180,25 +182,53 @@ class _Columns:
         c["ingest_ts"].append(self.ingest_us)
         c["reject_reason"].append(reason)
         c["raw"].append(raw[:RAW_KEEP_BYTES] if raw is not None else None)
+        self.record.append(position)
 
     def batch(self) -> pa.RecordBatch:
-        arrays = {}
-        for f in self.schema:
-            if f.name == "date":
-                continue
-            arrays[f.name] = pa.array(self.cols[f.name], type=f.type)
-        arrays["date"] = pc.strftime(arrays["ts"], format="%Y-%m-%d")
-        return pa.RecordBatch.from_arrays([arrays[f.name] for f in self.schema],
-                                          schema=self.schema)
+        return decoded_batch({f.name: pa.array(self.cols[f.name], type=f.type)
+                              for f in decoded_arrow_schema() if f.name != "date"})
+
+
+def _columnar_topics(batch: pa.RecordBatch, ctx: DecodeContext) -> set[str]:
+    """Topics whose records may take the columnar Jolokia path: format jolokia, or auto
+    (detection tries Jolokia first), while the registered Jolokia decoder is the stock one."""
+    if DECODERS.get("jolokia") is not jolokia or next(iter(DECODERS)) != "jolokia":
+        return set()
+    return {topic for topic in pc.unique(batch.column("topic")).to_pylist()
+            if ctx.topic_formats.get(topic, "auto") in ("auto", "jolokia")}
 
 
 def decode_record_batch(
-    batch: pa.RecordBatch, ctx: DecodeContext, catalog: Catalog | None = None
+    batch: pa.RecordBatch, ctx: DecodeContext, catalog: Catalog | None = None, *,
+    columnar: bool = True, ingest: datetime | None = None,
 ) -> pa.RecordBatch:
-    """Decode one batch of Kafka records (the kafka_records schema) into decoded rows."""
+    """Decode one batch of Kafka records (the kafka_records schema) into decoded rows.
+
+    Single-attribute Jolokia records go through the columnar decoder; the rest, and every
+    record it declines, through the per-record one (alone with columnar=False: the two are
+    held equal row for row by tests). Rows come out in record order. `ingest` is the time the
+    batch counts as read (now), which records without a timestamp of their own take.
+    """
     catalog = catalog or load_catalog()
     resolver = IdentityResolver(ctx.identity, ctx.topic_clusters)
-    ingest = datetime.now(UTC)
+    ingest = ingest or datetime.now(UTC)
+    topics = _columnar_topics(batch, ctx) if columnar else set()
+    if not topics:
+        return _decode_records(batch, ctx, catalog, resolver, ingest).batch()
+    fast = jolokia_columnar.decode(batch, topics, ctx.max_message_bytes, resolver, catalog,
+                                   ingest, ctx.max_skew_seconds)
+    if not fast.pieces:
+        return _decode_records(batch, ctx, catalog, resolver, ingest).batch()
+    rest = _decode_records(batch.take(pa.array(fast.rest)), ctx, catalog, resolver, ingest)
+    positions = np.concatenate([*fast.positions, fast.rest[np.asarray(rest.record, np.int64)]])
+    merged = pa.Table.from_batches([*fast.pieces, rest.batch()])
+    ordered = merged.take(pa.array(np.argsort(positions, kind="stable")))
+    return ordered.combine_chunks().to_batches()[0]
+
+
+def _decode_records(batch: pa.RecordBatch, ctx: DecodeContext, catalog: Catalog,
+                    resolver: IdentityResolver, ingest: datetime) -> _Columns:
+    """The per-record decoder: every format, every layout, every reject."""
     out = _Columns(int(ingest.timestamp() * 1_000_000))
     c = out.cols
     ts_col, cluster_col, broker_col = c["ts"], c["cluster"], c["broker"]
@@ -212,10 +242,11 @@ def decode_record_batch(
     identity_cache: dict[tuple[Any, ...], tuple[str, str | None]] = {}
     max_skew = ctx.max_skew_seconds
     data = batch.to_pydict()
-    for key, value, topic, part, off, rec_time in zip(
+    record_col = out.record
+    for position, (key, value, topic, part, off, rec_time) in enumerate(zip(
         data["key"], data["value"], data["topic"], data["partition"], data["offset"],
         data["timestamp"], strict=True,
-    ):
+    )):
         fmt = ctx.topic_formats.get(topic, "auto")
         record_ts = rec_time.timestamp() if rec_time is not None else ingest.timestamp()
         try:
@@ -236,11 +267,11 @@ def decode_record_batch(
                 raise DecodeError("unknown_format", f"no decoder for format {fmt!r}")
             observations, hints = decoder.decode(doc, catalog)
         except DecodeError as err:
-            out.append_reject(str(err), value, fmt, topic, part, off)
+            out.append_reject(str(err), value, fmt, topic, part, off, position)
             continue
         except Exception as err:  # a decoder bug must not stop the always-on job
             out.append_reject(f"decoder_error: {type(err).__name__}: {err}"[:500], value, fmt,
-                              topic, part, off)
+                              topic, part, off, position)
             continue
         key_groups = resolver.key_groups(key)
         rejected: list[Rejected] = []
@@ -293,13 +324,14 @@ def decode_record_batch(
             ingest_col.append(ingest_us)
             reason_col.append(None)
             raw_col.append(None)
+            record_col.append(position)
         if rejected:
             first = rejected[0]
             reason = f"{first.reason}: {first.detail}"
             if len(rejected) > 1:
                 reason += f" (+{len(rejected) - 1} more rejected samples)"
-            out.append_reject(reason[:500], value, fmt, topic, part, off)
-    return out.batch()
+            out.append_reject(reason[:500], value, fmt, topic, part, off, position)
+    return out
 
 
 def reason_category(reason: str) -> str:

@@ -1,0 +1,301 @@
+"""Single-attribute Jolokia reads decoded a chunk at a time by Arrow's JSON reader.
+
+Why: one Jolokia read response per Kafka record (one sample each) is the worst case for the
+per-record decoder: orjson, a dict per message, an Observation and a dozen list appends cost
+about 15 µs a record, the largest cost of the job. Arrow's reader parses a chunk of records
+as newline-delimited JSON against a fixed schema in C++ (about 1 µs a record); the catalog is
+then consulted once per distinct (MBean, attribute), identity resolved once per distinct
+(key, topic, agent url, identity labels), and the output columns gathered with `take`.
+
+Exactness comes before speed: a record is kept here only where its result is provably the
+per-record decoder's; every other record is handed back to that decoder, which writes the
+rows and rejects it always did. Handed back: anything not a one-line ASCII JSON object of at
+most FAST_MAX_BYTES (a bound that also keeps nesting under orjson's depth limit), anything
+containing NaN/Inf literals (Arrow accepts them, strict JSON does not), records Arrow cannot
+parse (a failing chunk is cut around the bad record, so one does not cost the whole chunk),
+bulk or pattern reads and objects without an attribute, a status other than 200, values or
+timestamps at or past 2**53 (where integer and float parsing may round apart), and every
+record the quality rules (negative counter, timestamp skew), the catalog (malformed MBean)
+or identity resolution (no broker) would reject.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pa_json
+
+from streaming.catalog import Catalog
+from streaming.decode.common import DecodeError, decoded_batch
+from streaming.decode.jolokia import resolve_attribute
+
+FAST_MAX_BYTES = 2000
+MIN_PIECE = 1024
+FAILED_PARSES_PER_CHUNK = 16
+EXACT_LIMIT = float(2**53)
+FORMAT = "jolokia"
+HINT = "jolokia_agent_url"
+
+_READ_SCHEMA = pa.schema([
+    ("request", pa.struct([
+        ("mbean", pa.string()),
+        ("attribute", pa.string()),
+        ("target", pa.struct([("url", pa.string())])),
+    ])),
+    ("value", pa.float64()),
+    ("timestamp", pa.float64()),
+    ("status", pa.int64()),
+])
+_PARSE = pa_json.ParseOptions(explicit_schema=_READ_SCHEMA, unexpected_field_behavior="ignore",
+                              newlines_in_values=False)
+_ERROR_ROW = re.compile(r"\bin row (\d+)\b")
+_READ = pa_json.ReadOptions(use_threads=False, block_size=1 << 26)
+_LABELS = pa.map_(pa.string(), pa.string())
+_TIMESTAMP = pa.timestamp("us", tz="UTC")
+
+
+@dataclass
+class Decoded:
+    """Rows decoded here, the batch positions of their records, and the positions left over."""
+
+    pieces: list[pa.RecordBatch]
+    positions: list[np.ndarray]
+    rest: np.ndarray
+
+
+def _plain(text: bytes) -> bool:
+    return (text.isascii() and b"\r" not in text and b"NaN" not in text
+            and b"Inf" not in text)
+
+
+def _candidates(values: pa.Array, wanted_topic: np.ndarray, limit: int) -> np.ndarray:
+    """Positions of records that look like one JSON object on one line: framing is checked
+    on Arrow's offsets for the whole batch, content once on the joined candidates (record by
+    record only when that finds something)."""
+    n = len(values)
+    _, offsets_buffer, data_buffer = values.buffers()
+    offsets = np.frombuffer(offsets_buffer, dtype=np.int32)[values.offset:values.offset + n + 1]
+    data = np.frombuffer(data_buffer, dtype=np.uint8) if data_buffer is not None else np.zeros(1)
+    lengths = np.diff(offsets)
+    ok = wanted_topic & _valid(values) & (lengths > 1) & (lengths <= limit)
+    if len(data):
+        first = data[np.minimum(offsets[:-1], len(data) - 1)]
+        last = data[np.clip(offsets[1:] - 1, 0, len(data) - 1)]
+        ok &= (first == 0x7B) & (last == 0x7D)
+    positions = np.flatnonzero(ok)
+    return positions
+
+
+def _error_row(err: Exception, rows: int) -> int | None:
+    """The document Arrow stopped at ("... in row N"), when it says so."""
+    match = _ERROR_ROW.search(str(err))
+    return int(match.group(1)) if match and int(match.group(1)) < rows else None
+
+
+def _parse(values: list[bytes], positions: list[int], failures: list[int]
+           ) -> list[tuple[pa.Table, list[int]]]:
+    """Parsed pieces with the positions of their rows; what Arrow rejects is left out.
+
+    A failing chunk is cut around the document Arrow names (documents count records while
+    every record holds one; where that fails, the row count check catches it), else halved
+    down to MIN_PIECE. Arrow stops at the first error, so a cut costs about one extra parse
+    of what precedes it, but each call has a fixed cost: after `failures` failed parses the
+    rest of a chunk (a flood of bad records) goes to the per-record decoder.
+    """
+    if not values or failures[0] <= 0:
+        return []
+    bad = None
+    try:
+        table = pa_json.read_json(io.BytesIO(b"\n".join(values)), read_options=_READ,
+                                  parse_options=_PARSE)
+        if table.num_rows == len(values):
+            return [(table, positions)]
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
+        bad = _error_row(err, len(values))
+    failures[0] -= 1
+    if bad is not None:
+        return (_parse(values[:bad], positions[:bad], failures)
+                + _parse(values[bad + 1:], positions[bad + 1:], failures))
+    if len(values) < 2 * MIN_PIECE:
+        return []
+    half = len(values) // 2
+    return (_parse(values[:half], positions[:half], failures)
+            + _parse(values[half:], positions[half:], failures))
+
+
+def _codes(column: pa.Array) -> tuple[np.ndarray, list[Any]]:
+    """Dictionary codes (null as -1) and the distinct values they index."""
+    encoded = pc.dictionary_encode(column)
+    return (encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False),
+            encoded.dictionary.to_pylist())
+
+
+def _valid(column: pa.Array) -> np.ndarray:
+    return column.is_valid().to_numpy(zero_copy_only=False)
+
+
+def decode(batch: pa.RecordBatch, topics: set[str], max_bytes: int, resolver: Any,
+           catalog: Catalog, ingest: datetime, max_skew: float) -> Decoded:
+    """Decode what can be decoded here from the records of `topics` (Jolokia or auto)."""
+    column = batch.column("value")
+    wanted = np.isin(batch.column("topic").to_numpy(zero_copy_only=False), list(topics))
+    positions = _candidates(column, wanted, min(FAST_MAX_BYTES, max_bytes)).tolist()
+    values = column.take(pa.array(positions, pa.int64())).to_pylist()
+    joined = b"\n".join(values)
+    if not (_plain(joined) and joined.count(b"\n") == len(values) - 1):
+        clean = [i for i, value in enumerate(values) if _plain(value) and b"\n" not in value]
+        positions, values = [positions[i] for i in clean], [values[i] for i in clean]
+    taken = np.zeros(batch.num_rows, dtype=bool)
+    pieces, kept = [], []
+    for table, where in _parse(values, positions, [FAILED_PARSES_PER_CHUNK]):
+        records = batch.take(pa.array(where, pa.int64()))
+        piece, rows = _decode_piece(table, records, resolver, catalog, ingest, max_skew)
+        if piece is not None:
+            rows = np.asarray(where, dtype=np.int64)[rows]
+            pieces.append(piece)
+            kept.append(rows)
+            taken[rows] = True
+    return Decoded(pieces, kept, np.flatnonzero(~taken))
+
+
+@dataclass
+class _Pairs:
+    """Catalog answers per distinct (MBean, attribute); `row` indexes them, -1 = hand back."""
+
+    metric: list[str | None]
+    attribute: list[str]
+    kind: list[str]
+    labels: list[list[tuple[str, str]]]
+    identity_labels: list[int]
+    identity_groups: list[tuple[tuple[str, str], ...]]
+    row: np.ndarray
+
+
+def _pairs(mbean: pa.Array, attribute: pa.Array, catalog: Catalog, strip: set[str]) -> _Pairs:
+    m_codes, m_values = _codes(mbean)
+    a_codes, a_values = _codes(attribute)
+    width = len(a_values) + 1
+    combined = np.where((m_codes >= 0) & (a_codes >= 0),
+                        m_codes.astype(np.int64) * width + a_codes, -1)
+    distinct, inverse = np.unique(combined, return_inverse=True)
+    out = _Pairs([], [], [], [], [], [], np.empty(0))
+    groups: dict[tuple[tuple[str, str], ...], int] = {}
+    usable = np.zeros(len(distinct), dtype=bool)
+    for i, code in enumerate(distinct.tolist()):
+        resolved = None
+        if code >= 0:
+            try:
+                resolved = resolve_attribute(catalog, m_values[code // width],
+                                             a_values[code % width])
+                usable[i] = True
+            except DecodeError:
+                pass
+        metric, canonical, kind, labels = resolved or (None, "", "gauge", {})
+        out.metric.append(metric)
+        out.attribute.append(canonical)
+        out.kind.append(kind)
+        out.labels.append([(k, v) for k, v in sorted(labels.items()) if k not in strip])
+        group = tuple(item for item in labels.items() if item[0] in strip)
+        out.identity_labels.append(groups.setdefault(group, len(groups)))
+    out.identity_groups = list(groups)
+    out.row = np.where(usable[inverse], inverse, -1)
+    return out
+
+
+def _identities(records: pa.RecordBatch, url: pa.Array, pairs: _Pairs, resolver: Any
+                ) -> tuple[np.ndarray, list[str | None], list[str | None]]:
+    """(index per row into clusters/brokers, -1 = no broker) resolved once per distinct
+    (key, topic, agent url, identity labels), as the per-record decoder's cache does."""
+    key_codes, keys = _codes(records.column("key"))
+    topic_codes, topics = _codes(records.column("topic"))
+    url_codes, urls = _codes(url)
+    group_codes = np.asarray(pairs.identity_labels, dtype=np.int64)[np.maximum(pairs.row, 0)]
+    stacked = np.stack([key_codes, topic_codes, url_codes, group_codes], axis=1)
+    # One integer per combination where it fits (a 1-D unique sorts far faster than rows).
+    sizes = [len(keys) + 1, len(topics) + 1, len(urls) + 1, len(pairs.identity_groups) + 1]
+    if float(np.prod(np.asarray(sizes, dtype=np.float64))) < 2.0**62:
+        combined = np.zeros(len(stacked), dtype=np.int64)
+        for column, size in zip(stacked.T, sizes, strict=True):
+            combined = combined * size + (column + 1)
+        _, first, inverse = np.unique(combined, return_index=True, return_inverse=True)
+    else:
+        _, first, inverse = np.unique(stacked, axis=0, return_index=True, return_inverse=True)
+    clusters: list[str | None] = []
+    brokers: list[str | None] = []
+    found = np.zeros(len(first), dtype=bool)
+    for i, (k, t, u, g) in enumerate(stacked[first].tolist()):
+        key = keys[k] if k >= 0 else None
+        hints = {HINT: urls[u]} if u >= 0 else {}
+        cluster, broker = resolver.resolve(dict(pairs.identity_groups[g]), hints,
+                                           resolver.key_groups(key), topics[t])
+        clusters.append(cluster)
+        brokers.append(broker)
+        found[i] = broker is not None
+    inverse = inverse.reshape(-1)
+    return np.where(found[inverse], inverse, -1), clusters, brokers
+
+
+def _decode_piece(table: pa.Table, records: pa.RecordBatch, resolver: Any, catalog: Catalog,
+                  ingest: datetime, max_skew: float) -> tuple[pa.RecordBatch | None, np.ndarray]:
+    """Decoded rows of one parsed piece and the piece rows they came from."""
+    request = table.column("request").combine_chunks()
+    mbean, attribute = request.field("mbean"), request.field("attribute")
+    url = request.field("target").field("url")
+    # Struct children ignore the parent's nulls: a null request (or target) nulls them here.
+    present = _valid(request)
+    mbean = pc.if_else(pa.array(present), mbean, pa.scalar(None, pa.string()))
+    target_present = pa.array(present & _valid(request.field("target")))
+    url = pc.if_else(target_present, url, pa.scalar(None, pa.string()))
+    value = table.column("value").to_numpy()
+    ts = table.column("timestamp").to_numpy()  # NaN where absent or null
+    status = table.column("status").fill_null(0).to_numpy()
+    pairs = _pairs(mbean, attribute, catalog, resolver.strip)
+    is_counter = np.asarray([k == "counter" for k in pairs.kind], dtype=bool)
+
+    record_time = records.column("timestamp")
+    record_us = record_time.cast(pa.int64()).fill_null(0).to_numpy()
+    record_ts = np.where(_valid(record_time), record_us.astype(np.float64) / 1e6,
+                         ingest.timestamp())
+    no_ts = np.isnan(ts)
+    event_us = np.where(no_ts, record_ts, ts) * 1_000_000
+    with np.errstate(invalid="ignore"):
+        ok = ((status == 200) & (pairs.row >= 0) & _valid(attribute)
+              & (np.abs(value) < EXACT_LIMIT)
+              & (no_ts | (np.abs(ts) < EXACT_LIMIT))
+              & ~(is_counter[np.maximum(pairs.row, 0)] & (value < 0))
+              & (no_ts | ~(np.abs(ts - record_ts) > max_skew))
+              & (np.abs(event_us) < float(2**62)))
+    identity, clusters, brokers = _identities(records, url, pairs, resolver)
+    ok &= identity >= 0
+    rows = np.flatnonzero(ok)
+    if rows.size == 0:
+        return None, rows
+    at = pa.array(rows)
+    pair = pa.array(pairs.row[rows])
+    who = pa.array(identity[rows])
+    n = rows.size
+    ingest_us = int(ingest.timestamp() * 1_000_000)
+    return decoded_batch({
+        "ts": pa.array(event_us[rows].astype(np.int64)).cast(_TIMESTAMP),
+        "cluster": pa.array(clusters, pa.string()).take(who),
+        "broker": pa.array(brokers, pa.string()).take(who),
+        "metric": pa.array(pairs.metric, pa.string()).take(pair),
+        "attribute": pa.array(pairs.attribute, pa.string()).take(pair),
+        "labels": pa.array(pairs.labels, _LABELS).take(pair),
+        "value": pa.array(value[rows], pa.float64()),
+        "kind": pa.array(pairs.kind, pa.string()).take(pair),
+        "source_format": pa.array([FORMAT] * n, pa.string()),
+        "source_topic": records.column("topic").take(at),
+        "source_partition": records.column("partition").take(at),
+        "source_offset": records.column("offset").take(at),
+        "ingest_ts": pa.array(np.full(n, ingest_us, dtype=np.int64)).cast(_TIMESTAMP),
+        "reject_reason": pa.nulls(n, pa.string()),
+        "raw": pa.nulls(n, pa.binary()),
+    }), rows
