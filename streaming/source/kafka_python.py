@@ -31,10 +31,10 @@ import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 from pyspark.sql.datasource import (
     DataSource,
@@ -61,8 +61,9 @@ GONE_CHECK_SECONDS = 5.0
 # default, 0.04 s at 10 ms. A `kafka.fetch.wait.max.ms` option still wins.
 READER_FETCH_WAIT_MS = "10"
 READER_PREFETCH_KBYTES = 16 * 1024
-# confluent-kafka timestamp types -> Spark kafka source's timestampType (0 create, 1 log append)
-_TS_TYPES = {1: 0, 2: 1}
+_RECORDS = arrow_schema("kafka_records")
+_MILLIS = pa.timestamp("ms", tz="UTC")
+_MICROS = pa.timestamp("us", tz="UTC")
 
 
 class KafkaDataLossError(RuntimeError):
@@ -177,6 +178,46 @@ def last_checkpointed_offsets(checkpoint: str | None) -> dict[str, dict[str, int
         if len(lines) >= 3 and lines[2].strip().startswith("{"):
             return json.loads(lines[2])
     return None
+
+
+def records_batch(messages: list[Any], want: KafkaRange, position: int
+                  ) -> tuple[pa.RecordBatch | None, int]:
+    """The kafka_records batch of the messages in `want` from `position` on, and the next
+    position. The per-message work is only the client's accessors; timestamps and the
+    constant columns are built by Arrow (a datetime per message cost more than the read).
+    Messages outside the range (left from an earlier range on this consumer) are skipped."""
+    from confluent_kafka import KafkaError
+
+    keys, values, offsets, times, types = [], [], [], [], []
+    for message in messages:
+        if message.error() is not None:
+            if message.error().code() == KafkaError._PARTITION_EOF:
+                continue
+            raise RuntimeError(f"Kafka read error: {message.error()}")
+        offset = message.offset()
+        if (offset < position or offset >= want.end or message.partition() != want.partition
+                or message.topic() != want.topic):
+            continue
+        kind, millis = message.timestamp()
+        keys.append(message.key())
+        values.append(message.value())
+        offsets.append(offset)
+        times.append(millis)
+        types.append(kind)
+        position = offset + 1
+    if not offsets:
+        return None, position
+    n = len(offsets)
+    millis = np.asarray(times, dtype=np.int64)
+    timestamps = pa.array(millis, mask=millis < 0).cast(_MILLIS).cast(_MICROS)
+    kinds = np.asarray(types, dtype=np.int32)
+    return pa.RecordBatch.from_arrays([
+        pa.array(keys, pa.binary()), pa.array(values, pa.binary()),
+        pa.array([want.topic] * n, pa.string()),
+        pa.array(np.full(n, want.partition, dtype=np.int32)),
+        pa.array(offsets, pa.int64()), timestamps,
+        pa.array(np.where(kinds == 1, 0, np.where(kinds == 2, 1, -1)).astype(np.int32)),
+    ], schema=_RECORDS), position
 
 
 class KafkaStreamReader(DataSourceStreamReader):
@@ -397,9 +438,8 @@ class KafkaStreamReader(DataSourceStreamReader):
 
     def _read_range(self, consumer: Any, partition: KafkaRange, bootstrap: str
                     ) -> Iterator[pa.RecordBatch]:
-        from confluent_kafka import KafkaError, TopicPartition
+        from confluent_kafka import TopicPartition
 
-        schema = arrow_schema("kafka_records")
         low, _ = consumer.get_watermark_offsets(
             TopicPartition(partition.topic, partition.partition), timeout=15, cached=False
         )
@@ -415,31 +455,10 @@ class KafkaStreamReader(DataSourceStreamReader):
         while position < partition.end:
             messages = consumer.consume(num_messages=min(CHUNK, partition.end - position),
                                         timeout=1.0)
-            cols: dict[str, list[Any]] = {f.name: [] for f in schema}
-            for message in messages:
-                if message.error() is not None:
-                    if message.error().code() == KafkaError._PARTITION_EOF:
-                        continue
-                    raise RuntimeError(f"Kafka read error: {message.error()}")
-                offset = message.offset()
-                if (offset < position or offset >= partition.end
-                        or message.partition() != partition.partition
-                        or message.topic() != partition.topic):  # left from an earlier range
-                    continue
-                ts_type, ts_ms = message.timestamp()
-                cols["key"].append(message.key())
-                cols["value"].append(message.value())
-                cols["topic"].append(partition.topic)
-                cols["partition"].append(partition.partition)
-                cols["offset"].append(offset)
-                cols["timestamp"].append(
-                    datetime.fromtimestamp(ts_ms / 1000, UTC) if ts_ms >= 0 else None
-                )
-                cols["timestampType"].append(_TS_TYPES.get(ts_type, -1))
-                position = offset + 1
-            if cols["offset"]:
+            batch, position = records_batch(messages, partition, position)
+            if batch is not None:
                 last_progress = time.monotonic()
-                yield pa.RecordBatch.from_pydict(cols, schema=schema)
+                yield batch
             elif (time.monotonic() - last_progress > GONE_CHECK_SECONDS
                   and self._range_gone(consumer, partition, position)):
                 break

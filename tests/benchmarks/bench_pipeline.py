@@ -1,7 +1,7 @@
 """Throughput over a pre-filled topic of single-sample Jolokia messages (the worst case).
 
-(1) raw limit: one Python process, confluent-kafka consume + decode_record_batch of the
-    same records, samples/s;
+(1) raw limit: one Python process, the source's own read() (confluent-kafka consume +
+    decode_record_batch) of the same records partition by partition, samples/s;
 (2) the full streaming job (decode, quality, signals, incidents, headroom, Delta,
     exporter) on local[2], samples/s from the first to the last batch, and its ratio to (1).
 Messages are one Jolokia read response with one attribute each (about 160 bytes), from a
@@ -19,21 +19,19 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import orjson
-import pyarrow as pa
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 
 from streaming.broker import EmbeddedBroker, create_topic
 from streaming.catalog import load_catalog
-from streaming.decode.records import DecodeContext, decode_record_batch
-from streaming.schemas import arrow_schema
+from streaming.decode.records import DecodeContext
 from streaming.simulate.formats import _object_name
 from streaming.simulate.model import ClusterModel
 from streaming.simulate.samples import broker_samples
+from streaming.source.kafka_python import KafkaStreamReader
 
 RESULTS = Path(__file__).resolve().parent / "results" / "pipeline.json"
 PARTITIONS = 3
@@ -76,31 +74,21 @@ def prefill(bootstrap: str, topic: str, messages: list[tuple[bytes, bytes]],
 
 
 def raw_limit(bootstrap: str, topic: str, total: int) -> dict[str, float]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-raw",
-                         "enable.auto.commit": False, "fetch.max.bytes": 64 << 20})
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
-    schema = arrow_schema("kafka_records")
-    ctx = DecodeContext(max_skew_seconds=10 ** 9)
-    seen = samples = 0
+    """The job's own read path without Spark: the source reader's read() of every partition
+    in turn, consuming and decoding in this one process."""
+    ctx = DecodeContext(topic_formats={topic: "jolokia"}, max_skew_seconds=10 ** 9)
+    reader = KafkaStreamReader({"kafka.bootstrap.servers": bootstrap, "subscribe": topic,
+                                "decode": ctx.to_json(), "highWatermarkProbe": "true"})
+    tasks = reader.partitions(reader.initialOffset(), reader.latestOffset())
+    reader.stop()
+    samples = 0
     started = time.perf_counter()
-    while seen < total:
-        messages = consumer.consume(num_messages=10000, timeout=2.0)
-        if not messages:
-            break
-        cols = {f.name: [] for f in schema}
-        for m in messages:
-            cols["key"].append(m.key())
-            cols["value"].append(m.value())
-            cols["topic"].append(m.topic())
-            cols["partition"].append(m.partition())
-            cols["offset"].append(m.offset())
-            cols["timestamp"].append(datetime.fromtimestamp(m.timestamp()[1] / 1000, UTC))
-            cols["timestampType"].append(0)
-        decoded = decode_record_batch(pa.RecordBatch.from_pydict(cols, schema=schema), ctx)
-        samples += decoded.column("reject_reason").null_count
-        seen += len(messages)
+    for task in tasks:
+        for decoded in reader.read(task):
+            samples += decoded.column("reject_reason").null_count
     elapsed = time.perf_counter() - started
-    consumer.close()
+    if samples < total:
+        raise SystemExit(f"raw limit read {samples} samples of {total}")
     return {"samples": samples, "seconds": elapsed, "samples_per_s": samples / elapsed}
 
 

@@ -88,6 +88,23 @@ def test_a_task_over_several_ranges_reads_each_record_exactly_once(broker: Any, 
     assert read == expected
 
 
+def test_records_keep_key_value_and_the_producer_timestamp(broker: Any, topic: str) -> None:
+    """The record columns are built column-wise (timestamps by Arrow): each must still be the
+    record's own, a missing key stays null, and the create time survives to the microsecond."""
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
+    sent = [(f"k{i}".encode() if i % 2 else None, f"v{i}".encode(), 1_714_564_800_123 + i)
+            for i in range(40)]
+    for key, value, millis in sent:
+        producer.produce(topic, key=key, value=value, partition=1, timestamp=millis)
+    producer.flush(30)
+    reader = KafkaStreamReader({"kafka.bootstrap.servers": broker.bootstrap, "subscribe": topic})
+    rows = [row for batch in reader.read(ReadTask([KafkaRange(topic, 1, 0, 40)]))
+            for row in batch.to_pylist()]
+    assert [(r["key"], r["value"], int(r["timestamp"].timestamp() * 1000)) for r in rows] == sent
+    assert {(r["topic"], r["partition"], r["timestampType"]) for r in rows} == {(topic, 1, 0)}
+    assert [r["offset"] for r in rows] == list(range(40))
+
+
 def test_the_reader_waits_briefly_at_a_range_end_unless_told_otherwise() -> None:
     options = {"kafka.bootstrap.servers": "k:9092"}
     assert int(reader_config(options)["fetch.wait.max.ms"]) <= 50
