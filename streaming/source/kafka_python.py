@@ -194,10 +194,9 @@ def records_batch(messages: list[Any], want: KafkaRange, position: int
             raise RuntimeError(f"Kafka read error: {message.error()}")
     if failed:
         messages = [m for m in messages if m.error() is None]
-    offsets = np.fromiter((m.offset() for m in messages), dtype=np.int64, count=len(messages))
+    offsets = np.asarray([m.offset() for m in messages], dtype=np.int64)
     inside = ((offsets >= position) & (offsets < want.end)
-              & (np.fromiter((m.partition() for m in messages), dtype=np.int64,
-                             count=len(messages)) == want.partition)
+              & (np.asarray([m.partition() for m in messages], dtype=np.int64) == want.partition)
               & np.asarray([m.topic() == want.topic for m in messages], dtype=bool))
     if not inside.all():
         messages = [m for m, keep in zip(messages, inside.tolist(), strict=True) if keep]
@@ -205,8 +204,8 @@ def records_batch(messages: list[Any], want: KafkaRange, position: int
     if not messages:
         return None, position
     n = len(messages)
-    millis = np.fromiter((m.timestamp()[1] for m in messages), dtype=np.int64, count=n)
-    kinds = np.fromiter((m.timestamp()[0] for m in messages), dtype=np.int32, count=n)
+    stamps = np.asarray([m.timestamp() for m in messages], dtype=np.int64).reshape(n, 2)
+    kinds, millis = stamps[:, 0], stamps[:, 1]
     return pa.RecordBatch.from_arrays([
         pa.array([m.key() for m in messages], pa.binary()),
         pa.array([m.value() for m in messages], pa.binary()),
