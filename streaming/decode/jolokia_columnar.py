@@ -145,7 +145,8 @@ def decode(batch: pa.RecordBatch, topics: set[str], max_bytes: int, resolver: An
            catalog: Catalog, ingest: datetime, max_skew: float) -> Decoded:
     """Decode what can be decoded here from the records of `topics` (Jolokia or auto)."""
     column = batch.column("value")
-    wanted = np.isin(batch.column("topic").to_numpy(zero_copy_only=False), list(topics))
+    wanted = pc.is_in(batch.column("topic"), value_set=pa.array(sorted(topics), pa.string()))
+    wanted = wanted.to_numpy(zero_copy_only=False)
     positions = _candidates(column, wanted, min(FAST_MAX_BYTES, max_bytes)).tolist()
     values = column.take(pa.array(positions, pa.int64())).to_pylist()
     joined = b"\n".join(values)

@@ -219,6 +219,8 @@ def decode_record_batch(
                                    ingest, ctx.max_skew_seconds)
     if not fast.pieces:
         return _decode_records(batch, ctx, catalog, resolver, ingest).batch()
+    if len(fast.rest) == 0 and len(fast.pieces) == 1:
+        return fast.pieces[0]
     rest = _decode_records(batch.take(pa.array(fast.rest)), ctx, catalog, resolver, ingest)
     positions = np.concatenate([*fast.positions, fast.rest[np.asarray(rest.record, np.int64)]])
     merged = pa.Table.from_batches([*fast.pieces, rest.batch()])
