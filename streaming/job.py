@@ -33,6 +33,7 @@ from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 from streaming import alertpush, failpoints
 from streaming.alertpush import opened_in_signals, push_incidents
 from streaming.config import Config
+from streaming.decode.packing import unpack
 from streaming.decode.records import reason_category
 from streaming.exporter import Exporter
 from streaming.headroom.stage import HeadroomTracker
@@ -99,7 +100,7 @@ def stopwatch(timings: dict[str, float], name: str) -> Iterator[None]:
 @dataclass
 class BatchStats:
     batch_id: int = -1
-    input_rows: int = 0
+    input_records: int = 0
     bronze_rows: int = 0
     quarantined: int = 0
     finished_at: float = 0.0
@@ -115,6 +116,9 @@ class BatchProcessor:
         self.config = config
         self.exporter = exporter
         self.stats = BatchStats()
+        # Kafka records per recent batch id, for the listener (which runs after the batch,
+        # possibly after the next one has begun); a few are kept, the listener pops them.
+        self.records_by_batch: dict[int, int] = {}
         self.timings: dict[str, float] = {}
         self.push_failures_seen = alertpush.STATS.failures
         self.validator = BronzeValidator(config.quality.validate_every_n_batches,
@@ -143,7 +147,7 @@ class BatchProcessor:
         self.timings = timings = {}
         self.open_windows.begin(batch_id)
         with stopwatch(timings, "read+decode"):
-            decoded = batch.toArrow()
+            decoded, records = unpack(batch.toArrow())
         good = pc.is_null(decoded["reject_reason"])
         bronze = decoded.filter(good)
         rejected = decoded.filter(pc.invert(good))
@@ -174,11 +178,14 @@ class BatchProcessor:
             with stopwatch(timings, "compact"):
                 self.compact()
         self.stats = BatchStats(
-            batch_id=batch_id, input_rows=decoded.num_rows, bronze_rows=bronze.num_rows,
+            batch_id=batch_id, input_records=records, bronze_rows=bronze.num_rows,
             quarantined=rejected.num_rows, finished_at=time.time(),
             newest_event=pc.max(bronze["ts"]).as_py() if bronze.num_rows else None,
             timings=timings,
         )
+        self.records_by_batch[batch_id] = records
+        for old in [b for b in self.records_by_batch if b < batch_id - 16]:
+            del self.records_by_batch[old]
         LOG.debug("batch %d timings: %s", batch_id,
                   ", ".join(f"{k} {v:.2f}s" for k, v in timings.items()))
 
@@ -428,15 +435,16 @@ class ProgressListener(StreamingQueryListener):
 
     def onQueryProgress(self, event: Any) -> None:
         progress = event.progress
-        rows = progress.numInputRows
-        rate = progress.processedRowsPerSecond or 0.0
         duration = (progress.batchDuration or 0) / 1000.0
+        stats = self.processor.stats
+        # Spark counts the packed blobs as input rows; the processor counted Kafka records.
+        rows = self.processor.records_by_batch.pop(progress.batchId, 0)
+        rate = rows / duration if duration > 0 else 0.0
         source = progress.sources[0] if progress.sources else None
         end = offsets_json(source.endOffset) if source is not None else None
         if end is not None:
             self.last_end = end
         lag = self.lag(end) if end else None
-        stats = self.processor.stats
         if self.exporter:
             ex = self.exporter
             ex.pipeline("kafka_health_pipeline_last_batch_timestamp_seconds", time.time())

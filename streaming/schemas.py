@@ -65,14 +65,11 @@ def spark_ddl(table: str) -> str:
 def decoded_arrow_schema() -> pa.Schema:
     """The decode stage's output: bronze columns plus the reject reason and raw bytes.
 
-    One schema for good and bad rows lets decoding run as a single mapInArrow pass; the
-    sink splits them (reason null = bronze, else quarantine).
+    One schema for good and bad rows lets decoding run as a single pass; the job splits
+    them (reason null = bronze, else quarantine). It crosses Spark packed
+    (streaming.decode.packing).
     """
     bronze = arrow_schema("bronze")
     return bronze.append(pa.field("reject_reason", pa.string())).append(
         pa.field("raw", pa.binary())
     )
-
-
-def decoded_spark_ddl() -> str:
-    return spark_ddl("bronze") + ", `reject_reason` STRING, `raw` BINARY"

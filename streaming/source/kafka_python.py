@@ -16,8 +16,9 @@ Two departures from Spark's source, both for the cost of a micro-batch on few co
   cores ran in two waves), a large one is cut into `maxTasks` equal shares, splitting
   big partitions, so both cores work to the end of the batch.
 - With option `decode` (a DecodeContext as JSON) the task decodes what it read and the
-  source yields decoded rows: one Python worker instead of a read worker plus a mapInArrow
-  worker, and the raw records never cross into the JVM and back. Spark's own source
+  source yields decoded rows, packed as Arrow IPC blobs (streaming.decode.packing): one
+  Python worker instead of a read worker plus a mapInArrow worker, and neither the raw
+  records nor the decoded rows are converted to Spark rows and back. Spark's own source
   (engine "spark") feeds the same decoder through the mapInArrow stage instead.
 """
 
@@ -42,8 +43,9 @@ from pyspark.sql.datasource import (
     InputPartition,
 )
 
+from streaming.decode.packing import PACKED_DDL, pack
 from streaming.decode.records import DecodeContext, decode_record_batch
-from streaming.schemas import arrow_schema, decoded_spark_ddl, spark_ddl
+from streaming.schemas import arrow_schema, spark_ddl
 
 LOG = logging.getLogger("kafka_health.source")
 SOURCE_NAME = "kafka_health_kafka"
@@ -427,8 +429,10 @@ class KafkaStreamReader(DataSourceStreamReader):
         try:
             for offsets in partition.ranges:
                 for records in self._read_range(consumer, offsets, conf["bootstrap.servers"]):
-                    yield records if self.decode is None else decode_record_batch(records,
-                                                                                  self.decode)
+                    if self.decode is None:
+                        yield records
+                    else:
+                        yield pack(decode_record_batch(records, self.decode), records.num_rows)
                 consumer.unassign()  # stop prefetching past the range's end
         finally:
             consumer.close()
@@ -492,7 +496,7 @@ class KafkaHealthKafkaSource(DataSource):
         return SOURCE_NAME
 
     def schema(self) -> str:
-        return decoded_spark_ddl() if self.options.get("decode") else spark_ddl("kafka_records")
+        return PACKED_DDL if self.options.get("decode") else spark_ddl("kafka_records")
 
     def streamReader(self, schema: Any) -> KafkaStreamReader:
         return KafkaStreamReader(self.options)

@@ -23,11 +23,14 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pyarrow as pa
 from confluent_kafka import Producer
 
 from streaming.broker import EmbeddedBroker, create_topic
 from streaming.catalog import load_catalog
+from streaming.decode.packing import unpack
 from streaming.decode.records import DecodeContext
+from streaming.job import offsets_json
 from streaming.simulate.formats import _object_name
 from streaming.simulate.model import ClusterModel
 from streaming.simulate.samples import broker_samples
@@ -75,7 +78,7 @@ def prefill(bootstrap: str, topic: str, messages: list[tuple[bytes, bytes]],
 
 def raw_limit(bootstrap: str, topic: str, total: int) -> dict[str, float]:
     """The job's own read path without Spark: the source reader's read() of every partition
-    in turn, consuming and decoding in this one process."""
+    in turn, consuming, decoding, packing and unpacking in this one process."""
     ctx = DecodeContext(topic_formats={topic: "jolokia"}, max_skew_seconds=10 ** 9)
     reader = KafkaStreamReader({"kafka.bootstrap.servers": bootstrap, "subscribe": topic,
                                 "decode": ctx.to_json(), "highWatermarkProbe": "true"})
@@ -84,12 +87,24 @@ def raw_limit(bootstrap: str, topic: str, total: int) -> dict[str, float]:
     samples = 0
     started = time.perf_counter()
     for task in tasks:
-        for decoded in reader.read(task):
+        for packed in reader.read(task):
+            decoded, _ = unpack(pa.Table.from_batches([packed]))
             samples += decoded.column("reject_reason").null_count
     elapsed = time.perf_counter() - started
     if samples < total:
         raise SystemExit(f"raw limit read {samples} samples of {total}")
     return {"samples": samples, "seconds": elapsed, "samples_per_s": samples / elapsed}
+
+
+def records_in(progress: Any) -> int:
+    """Kafka records of one batch, from its offsets (Spark's numInputRows counts the packed
+    blobs the source yields, one per decoded chunk). `progress` is the query's lastProgress;
+    its offsets are read from the progress JSON, where they are JSON objects."""
+    source = json.loads(progress.json)["sources"][0]
+    start, end = (value if isinstance(value, dict) else offsets_json(value) or {}
+                  for value in (source.get("startOffset"), source.get("endOffset")))
+    return sum(last - start.get(topic, {}).get(p, 0)
+               for topic, parts in end.items() for p, last in parts.items())
 
 
 def full_job(bootstrap: str, topic: str, total: int, cap: int,
@@ -121,7 +136,7 @@ def full_job(bootstrap: str, topic: str, total: int, cap: int,
         while sum(rows for _, rows in batches) < total:
             progress = job.query.lastProgress
             if progress and (not batches or progress["batchId"] != batches[-1][0][0]):
-                batches.append(((progress["batchId"], time.time()), progress["numInputRows"]))
+                batches.append(((progress["batchId"], time.time()), records_in(progress)))
                 stats = job.processor.stats
                 steps.append(dict(stats.timings) if stats.batch_id == progress["batchId"] else {})
             if not job.query.isActive:
