@@ -40,3 +40,28 @@ def test_an_empty_batch_unpacks_to_an_empty_table() -> None:
     rows, records = unpack(PACKED_SCHEMA.empty_table())
     assert (rows.num_rows, records) == (0, 0)
     assert rows.schema == decoded_arrow_schema()
+
+
+def test_the_spark_engine_decode_stage_packs_what_the_python_source_would(spark) -> None:
+    """engine "spark" (Spark's own kafka source) decodes in a mapInArrow stage; its output
+    must unpack to the decoder's rows with the records counted, as the job expects."""
+    from streaming.decode.stage import decode_stage
+    from streaming.schemas import spark_ddl
+
+    read = {"request": {"mbean": "kafka.server:type=ReplicaManager,name=LeaderCount",
+                        "attribute": "Value"}, "value": 12, "timestamp": 1714521600,
+            "status": 200}
+    values = [orjson.dumps({**read, "value": i}) for i in range(50)] + [b"\xff garbage"]
+    records = pa.table({
+        "key": [b"c/1"] * 51, "value": values, "topic": ["m"] * 51, "partition": [0] * 51,
+        "offset": list(range(51)), "timestamp": [datetime(2024, 5, 1, tzinfo=UTC)] * 51,
+        "timestampType": [0] * 51,
+    }, schema=arrow_schema("kafka_records"))
+    frame = spark.createDataFrame(records.to_pandas(), schema=spark_ddl("kafka_records"))
+    rows, counted = unpack(decode_stage(frame, DecodeContext()).toArrow())
+    expected = decode_record_batch(records.to_batches()[0], DecodeContext())
+    assert counted == 51
+    drop = ["ingest_ts"]
+    got = sorted(rows.drop_columns(drop).to_pylist(), key=lambda r: r["source_offset"])
+    assert got == pa.Table.from_batches([expected]).drop_columns(drop).to_pylist()
+    assert sum(r["reject_reason"] is not None for r in got) == 1
