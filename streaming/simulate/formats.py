@@ -55,6 +55,22 @@ def jolokia(cluster: str, broker: int, ts: float, samples: list[Sample]) -> list
     return [(f"{cluster}/{broker}".encode(), orjson.dumps(list(entries.values())))]
 
 
+def jolokia_single(cluster: str, broker: int, ts: float, samples: list[Sample]) -> list[
+        tuple[bytes | None, bytes]]:
+    """One Jolokia read response per sample, MBean and attribute named in the request (as a
+    per-attribute poller sends them): one sample per record, the decoder's worst case."""
+    catalog = load_catalog()
+    key = f"{cluster}/{broker}".encode()
+    out = []
+    for sample in samples:
+        mbean, attribute = _object_name(catalog, sample)
+        out.append((key, orjson.dumps({
+            "request": {"mbean": mbean, "attribute": attribute, "type": "read"},
+            "value": sample.value, "timestamp": int(ts), "status": 200,
+        })))
+    return out
+
+
 def _go_float(value: float) -> str:
     """Value text as prometheus-kafka-adapter writes it (Go's shortest float formatting)."""
     if value != value:
@@ -224,6 +240,7 @@ def telegraf_batch(cluster: str, broker: int, ts: float, samples: list[Sample]) 
 
 ENCODERS: dict[str, Encoder] = {
     "jolokia": jolokia,
+    "jolokia-single": jolokia_single,
     **{f"prometheus-{scheme}": prometheus_encoder(scheme) for scheme in PROMETHEUS_SCHEMES},
     **{name: otlp_encoder(source) for name, source in OTEL_SOURCES.items()},
     "telegraf": telegraf,

@@ -22,16 +22,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pyarrow as pa
 from confluent_kafka import Producer
 
 from streaming.broker import EmbeddedBroker, create_topic
-from streaming.catalog import load_catalog
 from streaming.decode.packing import unpack
 from streaming.decode.records import DecodeContext
 from streaming.job import offsets_json
-from streaming.simulate.formats import _object_name
+from streaming.simulate.formats import jolokia_single
 from streaming.simulate.model import ClusterModel
 from streaming.simulate.samples import broker_samples
 from streaming.source.kafka_python import KafkaStreamReader
@@ -42,17 +40,12 @@ PARTITIONS = 3
 
 def single_sample_messages(count: int, start: float) -> list[tuple[bytes, bytes]]:
     """Scrapes of a 6-broker model, one sample per message, event time advancing 15 s a round."""
-    catalog = load_catalog()
     model = ClusterModel("bench", [1, 2, 3, 4, 5, 6], {"orders": 120, "payments": 60})
     out: list[tuple[bytes, bytes]] = []
     ts = start
     while len(out) < count:
         for broker in model.brokers:
-            for sample in broker_samples(model, broker, 15.0):
-                mbean, attribute = _object_name(catalog, sample)
-                body = {"request": {"mbean": mbean, "attribute": attribute, "type": "read"},
-                        "value": sample.value, "timestamp": int(ts), "status": 200}
-                out.append((f"bench/{broker}".encode(), orjson.dumps(body)))
+            out += jolokia_single("bench", broker, ts, broker_samples(model, broker, 15.0))
         ts += 15.0
     return out[:count]
 

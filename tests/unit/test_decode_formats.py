@@ -88,7 +88,7 @@ def scrape(model: ClusterModel, fmt: str, ts: float) -> list[tuple[bytes | None,
     return messages
 
 
-OTHER_FORMATS = [f for f in ENCODERS if f != "jolokia"]
+OTHER_FORMATS = [f for f in ENCODERS if not f.startswith("jolokia")]
 
 
 def test_every_format_and_scheme_has_an_encoder():
@@ -119,6 +119,19 @@ def test_same_canonical_samples_as_jolokia(fmt):
     # nothing the format cannot carry shows up, not even as a zero
     assert {(r[0], r[1]) for r in got} <= {(r[0], r[1]) for r in restricted}
     assert all(r[4] == "prod-eu" and r[5] in {"1", "3"} for r in got)
+
+
+def test_single_attribute_reads_decode_like_a_bulk_read():
+    # The same scrapes as one bulk read per broker and as one read per attribute (the
+    # columnar decoder's case): every sample identical, autodetected as Jolokia.
+    base, other = eventful_model(), eventful_model()
+    for step in range(2):
+        ts = T0 + 15 * step
+        bulk = decode(scrape(base, "jolokia", ts), ts=ts)
+        single = decode(scrape(other, "jolokia-single", ts), ts=ts)
+        assert rejects(single) == [] and single.num_rows > 50
+        assert sorted(canonical(single), key=repr) == sorted(canonical(bulk), key=repr)
+        assert set(single.column("source_format").to_pylist()) == {"jolokia"}
 
 
 def test_formats_cover_the_paging_signals_where_their_exporters_do():

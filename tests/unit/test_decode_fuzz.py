@@ -62,8 +62,8 @@ def valid_messages(fmt: str) -> list[tuple[bytes | None, bytes]]:
     return ENCODERS[fmt]("fuzz", 1, T0, samples)
 
 
-FORMATS = ["jolokia", "prometheus-strimzi", "prometheus-namelabel", "otlp", "otlp-javaagent",
-           "telegraf", "telegraf-batch"]
+FORMATS = ["jolokia", "jolokia-single", "prometheus-strimzi", "prometheus-namelabel", "otlp",
+           "otlp-javaagent", "telegraf", "telegraf-batch"]
 MESSAGES = {fmt: valid_messages(fmt) for fmt in FORMATS}
 
 json_scalars = st.one_of(
