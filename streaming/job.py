@@ -100,7 +100,6 @@ def stopwatch(timings: dict[str, float], name: str) -> Iterator[None]:
 @dataclass
 class BatchStats:
     batch_id: int = -1
-    input_records: int = 0
     bronze_rows: int = 0
     quarantined: int = 0
     finished_at: float = 0.0
@@ -178,7 +177,7 @@ class BatchProcessor:
             with stopwatch(timings, "compact"):
                 self.compact()
         self.stats = BatchStats(
-            batch_id=batch_id, input_records=records, bronze_rows=bronze.num_rows,
+            batch_id=batch_id, bronze_rows=bronze.num_rows,
             quarantined=rejected.num_rows, finished_at=time.time(),
             newest_event=pc.max(bronze["ts"]).as_py() if bronze.num_rows else None,
             timings=timings,

@@ -186,7 +186,11 @@ def _pairs(mbean: pa.Array, attribute: pa.Array, catalog: Catalog, strip: set[st
     combined = np.where((m_codes >= 0) & (a_codes >= 0),
                         m_codes.astype(np.int64) * width + a_codes, -1)
     distinct, inverse = np.unique(combined, return_inverse=True)
-    out = _Pairs([], [], [], [], [], [], np.empty(0))
+    metrics: list[str | None] = []
+    attributes: list[str] = []
+    kinds: list[str] = []
+    labels_per_pair: list[list[tuple[str, str]]] = []
+    identity_labels: list[int] = []
     groups: dict[tuple[tuple[str, str], ...], int] = {}
     usable = np.zeros(len(distinct), dtype=bool)
     for i, code in enumerate(distinct.tolist()):
@@ -199,15 +203,14 @@ def _pairs(mbean: pa.Array, attribute: pa.Array, catalog: Catalog, strip: set[st
             except DecodeError:
                 pass
         metric, canonical, kind, labels = resolved or (None, "", "gauge", {})
-        out.metric.append(metric)
-        out.attribute.append(canonical)
-        out.kind.append(kind)
-        out.labels.append([(k, v) for k, v in sorted(labels.items()) if k not in strip])
+        metrics.append(metric)
+        attributes.append(canonical)
+        kinds.append(kind)
+        labels_per_pair.append([(k, v) for k, v in sorted(labels.items()) if k not in strip])
         group = tuple(item for item in labels.items() if item[0] in strip)
-        out.identity_labels.append(groups.setdefault(group, len(groups)))
-    out.identity_groups = list(groups)
-    out.row = np.where(usable[inverse], inverse, -1)
-    return out
+        identity_labels.append(groups.setdefault(group, len(groups)))
+    return _Pairs(metrics, attributes, kinds, labels_per_pair, identity_labels, list(groups),
+                  np.where(usable[inverse], inverse, -1))
 
 
 def _identities(records: pa.RecordBatch, url: pa.Array, pairs: _Pairs, resolver: Any

@@ -10,6 +10,8 @@ says how many Kafka records it came from, so the job counts records, not blobs.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -33,10 +35,20 @@ def pack(decoded: pa.RecordBatch, records: int) -> pa.RecordBatch:
         schema=PACKED_SCHEMA)
 
 
+def blobs(column: pa.ChunkedArray) -> Iterator[pa.Buffer]:
+    """Each value of a binary column as a slice of the column's own data buffer, no copy
+    (Spark's toArrow hands over binary or large_binary, by spark.sql's large-var-types)."""
+    for chunk in column.chunks:
+        width = np.int64 if pa.types.is_large_binary(chunk.type) else np.int32
+        _, offsets, data = chunk.buffers()
+        bounds = np.frombuffer(offsets, dtype=width)[chunk.offset:chunk.offset + len(chunk) + 1]
+        for start, end in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+            yield data.slice(start, end - start)
+
+
 def unpack(packed: pa.Table) -> tuple[pa.Table, int]:
     """The decoded rows of every blob (in blob order) and the Kafka records they came from."""
     schema = decoded_arrow_schema()
-    tables = [pa.ipc.open_stream(pa.py_buffer(blob)).read_all()
-              for blob in packed.column("decoded").to_pylist()]
+    tables = [pa.ipc.open_stream(blob).read_all() for blob in blobs(packed.column("decoded"))]
     decoded = pa.concat_tables(tables) if tables else schema.empty_table()
     return decoded, int(pc.sum(packed.column("records")).as_py() or 0)

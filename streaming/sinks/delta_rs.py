@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as ds
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.exceptions import TableNotFoundError
@@ -31,6 +33,8 @@ class DeltaRsTable:
         self.partition_by = spec.get("partition_by") or None
         self.keys: list[str] = spec.get("keys", [])
         self._table: DeltaTable | None = None
+        # delta-rs' metrics of the latest MERGE (rows and files scanned, skipped, written)
+        self.last_merge: dict[str, Any] = {}
 
     def ensure(self) -> DeltaTable:
         """The table at its newest version; the handle is kept and refreshed incrementally
@@ -74,17 +78,47 @@ class DeltaRsTable:
         """
         if self.committed(batch_id):
             return False
+        data = self.conform(data)
         predicate = " AND ".join(f"t.`{k}` = s.`{k}`" for k in self.keys)
+        if delete_scope is None:
+            predicate = " AND ".join([predicate, *self.key_bounds(data)])
         merge = (
-            self.ensure().merge(self.conform(data), predicate, source_alias="s",
+            self.ensure().merge(data, predicate, source_alias="s",
                                 target_alias="t", commit_properties=self._props(batch_id))
             .when_matched_update_all()
             .when_not_matched_insert_all()
         )
         if delete_scope is not None:
             merge = merge.when_not_matched_by_source_delete(delete_scope)
-        merge.execute()
+        self.last_merge = merge.execute()
         return True
+
+    def key_bounds(self, data: pa.Table) -> list[str]:
+        """Target-side bounds on the ordered keys (timestamps, integers): the source's
+        [min, max] of each.
+
+        Why: delta-rs prunes the MERGE's target files by their statistics only from
+        conditions on the target alone; with nothing but `t.k = s.k` it reads every file
+        and the cost of each batch's upsert grows with the table's history (measured on
+        2.16 M broker_signals rows, 30 days of 50 brokers: 0.6-2.2 s a MERGE, 0.03 s with
+        the bounds). A matching target row has the source's key, so it lies inside these
+        bounds: the rows matched and inserted are the same. Not used with a delete scope,
+        where target rows outside the bounds would count as unmatched and be deleted.
+        """
+        bounds: list[str] = []
+        for key in self.keys:
+            kind = self.schema.field(key).type
+            if data.num_rows == 0 or not (pa.types.is_timestamp(kind) or pa.types.is_integer(kind)):
+                continue
+            low, high = pc.min_max(data[key]).values()
+            if not low.is_valid:
+                continue
+            if pa.types.is_timestamp(kind):
+                bounds.append(f"t.`{key}` >= '{low.as_py().isoformat()}' "
+                              f"AND t.`{key}` <= '{high.as_py().isoformat()}'")
+            else:
+                bounds.append(f"t.`{key}` >= {low.as_py()} AND t.`{key}` <= {high.as_py()}")
+        return bounds
 
     def read(self, pushdown: ds.Expression | None = None, where: ds.Expression | None = None,
              columns: list[str] | None = None) -> pa.Table:

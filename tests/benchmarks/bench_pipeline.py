@@ -3,7 +3,10 @@
 (1) raw limit: one Python process, the source's own read() (confluent-kafka consume +
     decode_record_batch) of the same records partition by partition, samples/s;
 (2) the full streaming job (decode, quality, signals, incidents, headroom, Delta,
-    exporter) on local[2], samples/s from the first to the last batch, and its ratio to (1).
+    exporter) on local[2], samples/s from the first to the last batch, and its ratio to (1);
+(0) the broker's ceiling on this machine: bare consume with no decode, one process per
+    partition in parallel, records/s, and the broker's own CPU per record delivered. No job
+    that reads the topic can go faster than (0) on the same cores.
 Messages are one Jolokia read response with one attribute each (about 160 bytes), from a
 fleet model: broker-level MBeans and per-partition NumLogSegments, keyed cluster/broker.
 
@@ -15,6 +18,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
+import os
 import shutil
 import tempfile
 import time
@@ -28,11 +33,10 @@ from confluent_kafka import Producer
 from streaming.broker import EmbeddedBroker, create_topic
 from streaming.decode.packing import unpack
 from streaming.decode.records import DecodeContext
-from streaming.job import offsets_json
 from streaming.simulate.formats import jolokia_single
 from streaming.simulate.model import ClusterModel
 from streaming.simulate.samples import broker_samples
-from streaming.source.kafka_python import KafkaStreamReader
+from streaming.source.kafka_python import CHUNK, KafkaStreamReader, reader_config
 
 RESULTS = Path(__file__).resolve().parent / "results" / "pipeline.json"
 PARTITIONS = 3
@@ -89,10 +93,64 @@ def raw_limit(bootstrap: str, topic: str, total: int) -> dict[str, float]:
     return {"samples": samples, "seconds": elapsed, "samples_per_s": samples / elapsed}
 
 
+def _consume_partition(bootstrap: str, topic: str, partition: int, end: int,
+                       ready: Any, go: Any) -> None:
+    """Consume one partition to `end` with the read tasks' consumer settings, touching
+    nothing but the message objects librdkafka hands over."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer(reader_config({"kafka.bootstrap.servers": bootstrap}))
+    consumer.assign([TopicPartition(topic, partition, 0)])
+    ready.wait()
+    go.wait()
+    seen = 0
+    while seen < end:
+        seen += len(consumer.consume(num_messages=CHUNK, timeout=1.0))
+    consumer.close()
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of one process so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def consume_ceiling(bootstrap: str, topic: str, broker_pid: int) -> dict[str, float]:
+    """Every partition consumed at once, one process each, no decode: the most records a
+    second this broker hands to consumers on this machine, and its CPU per record."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    probe = Consumer(reader_config({"kafka.bootstrap.servers": bootstrap}))
+    ends = [probe.get_watermark_offsets(TopicPartition(topic, p), timeout=15)[1]
+            for p in range(PARTITIONS)]
+    probe.close()
+    spawn = multiprocessing.get_context("spawn")
+    ready, go = spawn.Barrier(PARTITIONS + 1), spawn.Event()
+    workers = [spawn.Process(target=_consume_partition,
+                             args=(bootstrap, topic, p, ends[p], ready, go))
+               for p in range(PARTITIONS)]
+    for worker in workers:
+        worker.start()
+    ready.wait()
+    broker_cpu = cpu_seconds(broker_pid)
+    started = time.perf_counter()
+    go.set()
+    for worker in workers:
+        worker.join()
+    elapsed = time.perf_counter() - started
+    broker_cpu = cpu_seconds(broker_pid) - broker_cpu
+    records = sum(ends)
+    return {"records": records, "seconds": elapsed, "records_per_s": records / elapsed,
+            "broker_cpu_seconds": broker_cpu,
+            "broker_cpu_us_per_record": broker_cpu / records * 1e6}
+
+
 def records_in(progress: Any) -> int:
     """Kafka records of one batch, from its offsets (Spark's numInputRows counts the packed
     blobs the source yields, one per decoded chunk). `progress` is the query's lastProgress;
     its offsets are read from the progress JSON, where they are JSON objects."""
+    from streaming.job import offsets_json
+
     source = json.loads(progress.json)["sources"][0]
     start, end = (value if isinstance(value, dict) else offsets_json(value) or {}
                   for value in (source.get("startOffset"), source.get("endOffset")))
@@ -167,12 +225,17 @@ def main() -> None:
         create_topic(broker.bootstrap, topic, partitions=PARTITIONS)
         prefill(broker.bootstrap, topic, messages)
         total = args.messages + PARTITIONS
+        ceiling = consume_ceiling(broker.bootstrap, topic, broker.process.pid)
         raw = raw_limit(broker.bootstrap, topic, total)
         job = full_job(broker.bootstrap, topic, total, args.cap)
-    result = {"messages": args.messages, "message_bytes_avg": size, "raw": raw, "job": job,
+    result = {"messages": args.messages, "message_bytes_avg": size, "ceiling": ceiling,
+              "raw": raw, "job": job,
               "ratio": job["samples_per_s"] / raw["samples_per_s"], "cap": args.cap}
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(result, indent=2))
+    print(f"broker ceiling: bare consume of {PARTITIONS} partitions in parallel "
+          f"{ceiling['records_per_s']:,.0f} records/s, broker CPU "
+          f"{ceiling['broker_cpu_us_per_record']:.2f} us a record")
     print(f"{args.messages} single-sample Jolokia messages, {size:.0f} B each: raw consume+decode "
           f"{raw['samples_per_s']:,.0f} samples/s; full job on local[2] "
           f"{job['samples_per_s']:,.0f} samples/s over {job['batches']} batches "

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pyarrow as pa
 import pyarrow.dataset as ds
@@ -35,3 +35,22 @@ def test_merge_is_once_per_batch_and_reads_filter_several_clusters(tmp_path):
     assert table.read().num_rows == 2
     table.compact()
     assert sorted(table.read(columns=["cluster"]).column("cluster").to_pylist()) == ["a", "b"]
+
+
+def test_merge_reads_only_the_files_its_key_range_can_match(tmp_path):
+    """A table with days of history: the upsert of a new window must prune the old files
+    by their statistics, or every batch's MERGE costs more as the history grows."""
+    table = DeltaRsTable(str(tmp_path), "broker_signals", "app")
+    day = datetime(2026, 1, 1, tzinfo=UTC)
+    for batch in range(6):  # six files of history, one window each, each its own file
+        table.append(rows(table, ["a"], day + timedelta(hours=batch), 1), batch_id=batch)
+    now = day + timedelta(days=1)
+    assert table.upsert(rows(table, ["a"], now, 1), batch_id=6)
+    assert table.last_merge["num_target_files_scanned"] == 0
+    assert table.last_merge["num_target_rows_inserted"] == 1
+    # a late correction of one old window reads (and rewrites) that window's file only
+    assert table.upsert(rows(table, ["a"], day + timedelta(hours=2), 5), batch_id=7)
+    assert table.last_merge["num_target_files_scanned"] == 1
+    assert table.last_merge["num_target_rows_updated"] == 1
+    got = table.read(columns=["window_start", "samples"]).sort_by("window_start")
+    assert got.column("samples").to_pylist() == [1, 1, 5, 1, 1, 1, 1]
