@@ -21,6 +21,7 @@ import json
 import multiprocessing
 import os
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -37,6 +38,12 @@ from streaming.simulate.formats import jolokia_single
 from streaming.simulate.model import ClusterModel
 from streaming.simulate.samples import broker_samples
 from streaming.source.kafka_python import CHUNK, KafkaStreamReader, reader_config
+
+REPO = Path(__file__).resolve().parents[2]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from tests.benchmarks.proctree import tree_cpu_seconds  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "pipeline.json"
 PARTITIONS = 3
@@ -109,12 +116,6 @@ def _consume_partition(bootstrap: str, topic: str, partition: int, end: int,
     consumer.close()
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of one process so far (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def consume_ceiling(bootstrap: str, topic: str, broker_pid: int) -> dict[str, float]:
     """Every partition consumed at once, one process each, no decode: the most records a
     second this broker hands to consumers on this machine, and its CPU per record."""
@@ -132,13 +133,13 @@ def consume_ceiling(bootstrap: str, topic: str, broker_pid: int) -> dict[str, fl
     for worker in workers:
         worker.start()
     ready.wait()
-    broker_cpu = cpu_seconds(broker_pid)
+    broker_cpu = tree_cpu_seconds(broker_pid)["total"]
     started = time.perf_counter()
     go.set()
     for worker in workers:
         worker.join()
     elapsed = time.perf_counter() - started
-    broker_cpu = cpu_seconds(broker_pid) - broker_cpu
+    broker_cpu = tree_cpu_seconds(broker_pid)["total"] - broker_cpu
     records = sum(ends)
     return {"records": records, "seconds": elapsed, "records_per_s": records / elapsed,
             "broker_cpu_seconds": broker_cpu,
@@ -183,11 +184,13 @@ def full_job(bootstrap: str, topic: str, total: int, cap: int,
     job.start()
     try:
         batches = []
+        cpu: list[dict[str, float]] = []  # process tree CPU seconds at each batch's end
         steps: list[dict[str, float]] = []  # per-batch step timings (job.processor.stats)
         while sum(rows for _, rows in batches) < total:
             progress = job.query.lastProgress
             if progress and (not batches or progress["batchId"] != batches[-1][0][0]):
                 batches.append(((progress["batchId"], time.time()), records_in(progress)))
+                cpu.append(tree_cpu_seconds(os.getpid()))
                 stats = job.processor.stats
                 steps.append(dict(stats.timings) if stats.batch_id == progress["batchId"] else {})
             if not job.query.isActive:
@@ -204,6 +207,11 @@ def full_job(bootstrap: str, topic: str, total: int, cap: int,
         "batches": len(batches), "records_after_first_batch": after_first,
         "seconds": last_end - first_end,
         "samples_per_s": after_first / max(last_end - first_end, 1e-9),
+        # CPU of the whole tree (driver, JVM, Python workers, broker) over the same span:
+        # on 2 cores, samples/s can be at most 2 / (CPU seconds a sample)
+        "cpu_us_per_sample": {kind: round((cpu[-1][kind] - cpu[0].get(kind, 0.0))
+                                          / max(after_first, 1) * 1e6, 2) for kind in cpu[-1]},
+        "cores_busy": (cpu[-1]["total"] - cpu[0]["total"]) / max(last_end - first_end, 1e-9),
         # seconds per step summed over the measured batches (all but the first)
         "step_seconds": {name: round(sum(s.get(name, 0.0) for s in steps[1:]), 2)
                          for name in dict.fromkeys(k for s in steps[1:] for k in s)}}
@@ -239,7 +247,9 @@ def main() -> None:
     print(f"{args.messages} single-sample Jolokia messages, {size:.0f} B each: raw consume+decode "
           f"{raw['samples_per_s']:,.0f} samples/s; full job on local[2] "
           f"{job['samples_per_s']:,.0f} samples/s over {job['batches']} batches "
-          f"({result['ratio']:.0%} of raw)")
+          f"({result['ratio']:.0%} of raw); the job's process tree used "
+          f"{job['cpu_us_per_sample']['total']:.2f} CPU us a sample, {job['cores_busy']:.2f} "
+          f"of {os.cpu_count()} cores")
 
 
 if __name__ == "__main__":

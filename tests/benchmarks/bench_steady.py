@@ -43,7 +43,7 @@ from streaming.catalog import load_catalog  # noqa: E402
 from streaming.simulate.formats import _object_name  # noqa: E402
 from streaming.simulate.model import ClusterModel  # noqa: E402
 from streaming.simulate.samples import broker_samples  # noqa: E402
-from tests.benchmarks.soak import tree_rss_mb  # noqa: E402
+from tests.benchmarks.proctree import tree_rss_mb  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 MARKED = "UnderMinIsrPartitionCount"

@@ -27,43 +27,16 @@ import threading
 import time
 from pathlib import Path
 
+REPO = Path(__file__).resolve().parents[2]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from tests.benchmarks.proctree import tree_rss_mb  # noqa: E402
+
 RESULTS = Path(__file__).resolve().parent / "results" / "soak.json"
 BATCH = re.compile(r"^batch (\d+): (\d+) records .*?, ([\d.]+)s, newest event.*?\[(.*)\]")
 STEP = re.compile(r"(\S+) ([\d.]+)s")
 BUCKET_SECONDS = 300
-
-
-def tree_rss_mb(root_pid: int) -> dict[str, float]:
-    """RSS per process kind below root_pid (inclusive), from /proc."""
-    children: dict[int, list[int]] = {}
-    names: dict[int, str] = {}
-    rss: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            status = (entry / "status").read_text()
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except OSError:
-            continue
-        pid = int(entry.name)
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        children.setdefault(ppid, []).append(pid)
-        names[pid] = cmdline
-        match = re.search(r"VmRSS:\s+(\d+) kB", status)
-        rss[pid] = int(match.group(1)) if match else 0
-    out: dict[str, float] = {}
-    stack = [root_pid]
-    while stack:
-        pid = stack.pop()
-        stack.extend(children.get(pid, []))
-        cmd = names.get(pid, "")
-        kind = ("jvm" if "java" in cmd.split(" ")[0] else "broker" if "tansu" in cmd
-                else "python-worker" if "pyspark" in cmd else "python-driver")
-        out[kind] = out.get(kind, 0.0) + rss.get(pid, 0) / 1024
-    out["total"] = sum(v for k, v in out.items())
-    return out
 
 
 def dir_mb(path: Path) -> float:

@@ -109,3 +109,5 @@ def test_the_reader_waits_briefly_at_a_range_end_unless_told_otherwise() -> None
     options = {"kafka.bootstrap.servers": "k:9092"}
     assert int(reader_config(options)["fetch.wait.max.ms"]) <= 50
     assert reader_config({**options, "kafka.fetch.wait.max.ms": "200"})["fetch.wait.max.ms"] == "200"
+    override = {**options, "kafka.fetch.queue.backoff.ms": "500"}
+    assert reader_config(override)["fetch.queue.backoff.ms"] == "500"
