@@ -55,19 +55,20 @@ def process_tree(root_pid: int) -> list[Process]:
     return out
 
 
-def tree_rss_mb(root_pid: int) -> dict[str, float]:
-    """RSS per process kind below root_pid (inclusive), and the total."""
+def per_kind(root_pid: int, measure: str) -> dict[str, float]:
+    """A Process field (rss_mb, cpu_seconds) summed per process kind, and the total."""
     out: dict[str, float] = {}
     for process in process_tree(root_pid):
-        out[process.kind] = out.get(process.kind, 0.0) + process.rss_mb
+        out[process.kind] = out.get(process.kind, 0.0) + getattr(process, measure)
     out["total"] = sum(out.values())
     return out
+
+
+def tree_rss_mb(root_pid: int) -> dict[str, float]:
+    """RSS in MB per process kind below root_pid (inclusive), and the total."""
+    return per_kind(root_pid, "rss_mb")
 
 
 def tree_cpu_seconds(root_pid: int) -> dict[str, float]:
     """CPU seconds so far per process kind below root_pid (inclusive), and the total."""
-    out: dict[str, float] = {}
-    for process in process_tree(root_pid):
-        out[process.kind] = out.get(process.kind, 0.0) + process.cpu_seconds
-    out["total"] = sum(out.values())
-    return out
+    return per_kind(root_pid, "cpu_seconds")
