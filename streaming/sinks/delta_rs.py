@@ -106,9 +106,11 @@ class DeltaRsTable:
         where target rows outside the bounds would count as unmatched and be deleted.
         """
         bounds: list[str] = []
+        if data.num_rows == 0:
+            return bounds
         for key in self.keys:
             kind = self.schema.field(key).type
-            if data.num_rows == 0 or not (pa.types.is_timestamp(kind) or pa.types.is_integer(kind)):
+            if not (pa.types.is_timestamp(kind) or pa.types.is_integer(kind)):
                 continue
             low, high = pc.min_max(data[key]).values()
             if not low.is_valid:
