@@ -185,14 +185,14 @@ def full_job(bootstrap: str, topic: str, total: int, cap: int,
     try:
         batches = []
         cpu: list[dict[str, float]] = []  # process tree CPU seconds at each batch's end
-        steps: list[dict[str, float]] = []  # per-batch step timings (job.processor.stats)
+        steps: dict[int, dict[str, float]] = {}  # step timings of each finished batch
         while sum(rows for _, rows in batches) < total:
             progress = job.query.lastProgress
             if progress and (not batches or progress["batchId"] != batches[-1][0][0]):
                 batches.append(((progress["batchId"], time.time()), records_in(progress)))
                 cpu.append(tree_cpu_seconds(os.getpid()))
-                stats = job.processor.stats
-                steps.append(dict(stats.timings) if stats.batch_id == progress["batchId"] else {})
+            done = job.processor.stats  # its signals overlap the next batch's read
+            steps[done.batch_id] = {**done.timings, **done.signal_timings}
             if not job.query.isActive:
                 raise SystemExit(f"query stopped: {job.query.exception()}")
             time.sleep(0.2)
@@ -201,6 +201,7 @@ def full_job(bootstrap: str, topic: str, total: int, cap: int,
         job.stop()
         job.spark.stop()
     first_end, last_end = batches[0][0][1], batches[-1][0][1]
+    measured = [timings for batch_id, timings in steps.items() if batch_id > batches[0][0][0]]
     after_first = sum(rows for _, rows in batches[1:])
     shutil.rmtree(work, ignore_errors=True)
     result: dict[str, Any] = {
@@ -212,9 +213,10 @@ def full_job(bootstrap: str, topic: str, total: int, cap: int,
         "cpu_us_per_sample": {kind: round((cpu[-1][kind] - cpu[0].get(kind, 0.0))
                                           / max(after_first, 1) * 1e6, 2) for kind in cpu[-1]},
         "cores_busy": (cpu[-1]["total"] - cpu[0]["total"]) / max(last_end - first_end, 1e-9),
-        # seconds per step summed over the measured batches (all but the first)
-        "step_seconds": {name: round(sum(s.get(name, 0.0) for s in steps[1:]), 2)
-                         for name in dict.fromkeys(k for s in steps[1:] for k in s)}}
+        # seconds per step summed over the measured batches (all but the first); the
+        # signal steps overlap the next batch's read, so they do not add up to the time
+        "step_seconds": {name: round(sum(s.get(name, 0.0) for s in measured), 2)
+                         for name in dict.fromkeys(k for s in measured for k in s)}}
     if observed is not None:
         result["observed"] = observed
     return result

@@ -179,3 +179,46 @@ def test_an_increase_does_not_depend_on_how_samples_were_batched(tmp_path: Path)
     apart = head + [until(880, 900), back(910), late_gauge + back(920)]
     first, second = run_both(tmp_path / "a", together), run_both(tmp_path / "b", apart)
     assert first["held"] == first["recomputed"] == second["held"] == second["recomputed"]
+
+
+@pytest.mark.parametrize("replayed", [False, True], ids=["committed", "replayed"])
+def test_a_batch_whose_signals_were_pending_is_recomputed_on_restart(
+        tmp_path: Path, replayed: bool) -> None:
+    """The job died after a batch's bronze commit, with its signals still on the deferred
+    thread: the restarted processor recomputes them from the marker. Spark either had
+    committed the batch (nothing follows: no later batch recomputes its windows) or replays
+    it, whose samples then count once."""
+    sequence = batches()[:11]
+    died_at = 10
+
+    def feed(proc: BatchProcessor, batch_id: int) -> None:
+        proc.timings = {}
+        proc.open_windows.begin(batch_id)
+        proc.tables["bronze"].append(bronzes[batch_id], batch_id)
+        proc.update_signals(bronzes[batch_id], batch_id)
+
+    offsets = [sum(len(rows) for rows in sequence[:i]) for i in range(len(sequence))]
+    bronzes = [as_bronze(rows, offset) for rows, offset in zip(sequence, offsets, strict=True)]
+    reference = processor(tmp_path / "reference", True)
+    for batch_id in range(len(sequence)):
+        feed(reference, batch_id)
+
+    marker = tmp_path / "checkpoint" / "pending.json"
+    marker.parent.mkdir()
+    first = processor(tmp_path / "crashed", True)
+    first.pending = marker
+    for batch_id in range(died_at):
+        feed(first, batch_id)
+    first.tables["bronze"].append(bronzes[died_at], died_at)
+    first.mark_pending(died_at, *first.touched(bronzes[died_at]))
+
+    again = processor(tmp_path / "crashed", True)
+    again.pending = marker
+    assert again.recover() == died_at and not marker.exists()
+    assert again.recover() is None
+    if replayed:
+        feed(again, died_at)
+    # Not partition_headroom: a restart reloads its forecast history for the look-back
+    # before now, and these samples are from months ago (a restart's own property).
+    assert_same_tables(tmp_path / "crashed", tmp_path / "reference",
+                       names=("broker_signals", "cluster_signals", "incidents"))
