@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from collections import Counter
+from collections.abc import Callable
 
 _ARMED: dict[str, int] = {}
 _HITS: Counter[str] = Counter()
@@ -18,9 +20,14 @@ for _item in filter(None, os.environ.get("KAFKA_HEALTH_FAILPOINTS", "").split(",
     _ARMED[_name.strip()] = int(_nth or 1)
 
 
-def hit(name: str) -> None:
+def hit(name: str, ready: Callable[[], bool] | None = None) -> None:
+    """At the armed hit, kill once `ready()` holds (waited for up to 60 s): a crash after
+    something another thread does, e.g. Spark committing the batch."""
     if name not in _ARMED:
         return
     _HITS[name] += 1
     if _HITS[name] == _ARMED[name]:
+        deadline = time.monotonic() + 60
+        while ready is not None and not ready() and time.monotonic() < deadline:
+            time.sleep(0.01)
         os.killpg(os.getpgrp(), signal.SIGKILL)

@@ -185,23 +185,21 @@ def full_job(bootstrap: str, topic: str, total: int, cap: int,
     try:
         batches = []
         cpu: list[dict[str, float]] = []  # process tree CPU seconds at each batch's end
-        steps: dict[int, dict[str, float]] = {}  # step timings of each finished batch
         while sum(rows for _, rows in batches) < total:
             progress = job.query.lastProgress
             if progress and (not batches or progress["batchId"] != batches[-1][0][0]):
                 batches.append(((progress["batchId"], time.time()), records_in(progress)))
                 cpu.append(tree_cpu_seconds(os.getpid()))
-            done = job.processor.stats  # its signals overlap the next batch's read
-            steps[done.batch_id] = {**done.timings, **done.signal_timings}
             if not job.query.isActive:
                 raise SystemExit(f"query stopped: {job.query.exception()}")
             time.sleep(0.2)
         observed = observe() if observe is not None else None
     finally:
-        job.stop()
+        job.stop()  # waits for the last batch's signals
         job.spark.stop()
     first_end, last_end = batches[0][0][1], batches[-1][0][1]
-    measured = [timings for batch_id, timings in steps.items() if batch_id > batches[0][0][0]]
+    measured = [{**done.timings, **done.signal_timings} for done in job.processor.finished
+                if batches[0][0][0] < done.batch_id <= batches[-1][0][0]]
     after_first = sum(rows for _, rows in batches[1:])
     shutil.rmtree(work, ignore_errors=True)
     result: dict[str, Any] = {

@@ -187,9 +187,9 @@ def test_a_batch_whose_signals_were_pending_is_recomputed_on_restart(
     """The job died after a batch's bronze commit, with its signals still on the deferred
     thread: the restarted processor recomputes them from the marker. Spark either had
     committed the batch (nothing follows: no later batch recomputes its windows) or replays
-    it, whose samples then count once."""
-    sequence = batches()[:11]
+    it, whose samples then count once, also in the windows held for the batches after it."""
     died_at = 10
+    sequence = batches()[:died_at + (8 if replayed else 1)]
 
     def feed(proc: BatchProcessor, batch_id: int) -> None:
         proc.timings = {}
@@ -216,8 +216,8 @@ def test_a_batch_whose_signals_were_pending_is_recomputed_on_restart(
     again.pending = marker
     assert again.recover() == died_at and not marker.exists()
     assert again.recover() is None
-    if replayed:
-        feed(again, died_at)
+    for batch_id in range(died_at + 1 if not replayed else died_at, len(sequence)):
+        feed(again, batch_id)
     # Not partition_headroom: a restart reloads its forecast history for the look-back
     # before now, and these samples are from months ago (a restart's own property).
     assert_same_tables(tmp_path / "crashed", tmp_path / "reference",
