@@ -235,7 +235,7 @@ class BatchProcessor:
         try:
             failpoints.hit("signals_deferred", ready=lambda: self.spark_committed(facts.batch_id))
             self.after_bronze(bronze, touched, facts)
-            self.clear_pending(facts.batch_id)
+            self.clear_pending()
         except BaseException as err:  # the next batch (or the job's watch loop) raises it
             self.open_windows.clear()
             self.deferred_error = err
@@ -272,11 +272,11 @@ class BatchProcessor:
         partial.write_text(json.dumps(marker))
         os.replace(partial, self.pending)
 
-    def clear_pending(self, batch_id: int) -> None:
-        if self.pending is not None and self.pending.exists():
-            marker = json.loads(self.pending.read_text())
-            if marker.get("batch_id") == batch_id:
-                self.pending.unlink()
+    def clear_pending(self) -> None:
+        """The marker is always the finishing batch's: the next one writes its own only
+        after joining this thread."""
+        if self.pending is not None:
+            self.pending.unlink(missing_ok=True)
 
     def recover(self) -> int | None:
         """Recompute the signals of a batch whose bronze was committed when the job died
@@ -303,7 +303,7 @@ class BatchProcessor:
         # windows held from this recomputation (bronze already holds the batch's samples).
         self.open_windows.begin(batch_id)
         self.signals_for(clusters, spans, batch_id)
-        self.clear_pending(batch_id)
+        self.clear_pending()
         return batch_id
 
     def compact(self) -> None:
