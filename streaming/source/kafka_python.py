@@ -45,6 +45,7 @@ from pyspark.sql.datasource import (
 
 from streaming.decode.packing import PACKED_DDL, pack
 from streaming.decode.records import DecodeContext, decode_record_batch
+from streaming.gc_policy import pace_cycle_collector
 from streaming.schemas import arrow_schema, spark_ddl
 
 LOG = logging.getLogger("kafka_health.source")
@@ -431,6 +432,7 @@ class KafkaStreamReader(DataSourceStreamReader):
     def read(self, partition: ReadTask) -> Iterator[pa.RecordBatch]:
         from confluent_kafka import Consumer
 
+        pace_cycle_collector()
         conf = reader_config(self.options)
         consumer = Consumer(conf)
         try:
