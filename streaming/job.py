@@ -38,7 +38,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
+from pyspark.sql.streaming import StreamingQuery
 
 from streaming import alertpush, failpoints
 from streaming.alertpush import opened_in_signals, push_incidents
@@ -48,6 +48,7 @@ from streaming.decode.records import reason_category
 from streaming.exporter import Exporter
 from streaming.gc_policy import pace_cycle_collector
 from streaming.headroom.stage import HeadroomTracker
+from streaming.progress_events import JsonProgressListener
 from streaming.quality import BronzeValidator
 from streaming.signals.broker import (
     SAMPLE_COLUMNS,
@@ -545,7 +546,7 @@ def anchor_incidents(computed: pa.Table, earlier: pa.Table, horizon: datetime) -
     return pa.Table.from_pylist(rows, schema=computed.schema)
 
 
-class ProgressListener(StreamingQueryListener):
+class ProgressListener(JsonProgressListener):
     """Prints one line per micro-batch and feeds the pipeline-health series."""
 
     def __init__(self, processor: BatchProcessor, exporter: Exporter | None,
