@@ -24,7 +24,7 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -49,25 +49,37 @@ RESULTS = Path(__file__).resolve().parent / "results" / "pipeline.json"
 PARTITIONS = 3
 
 
-def single_sample_messages(count: int, start: float) -> list[tuple[bytes, bytes]]:
-    """Scrapes of a 6-broker model, one sample per message, event time advancing 15 s a round."""
+def single_sample_stream(count: int, start: float) -> Iterator[tuple[bytes, bytes]]:
+    """Scrapes of a 6-broker model, one sample per message, event time advancing 15 s a round.
+    Made as they are produced: held in a list, 5 M of them would take ~25 GB."""
     model = ClusterModel("bench", [1, 2, 3, 4, 5, 6], {"orders": 120, "payments": 60})
-    out: list[tuple[bytes, bytes]] = []
-    ts = start
-    while len(out) < count:
+    ts, made = start, 0
+    while True:
         for broker in model.brokers:
-            out += jolokia_single("bench", broker, ts, broker_samples(model, broker, 15.0))
+            for message in jolokia_single("bench", broker, ts, broker_samples(model, broker, 15.0)):
+                if made == count:
+                    return
+                made += 1
+                yield message
         ts += 15.0
-    return out[:count]
 
 
-def prefill(bootstrap: str, topic: str, messages: list[tuple[bytes, bytes]],
-            partitions: int = PARTITIONS) -> None:
-    """Round-robin over `partitions`, then one lone record per partition (len(messages) +
-    partitions records in all)."""
+def single_sample_messages(count: int, start: float) -> list[tuple[bytes, bytes]]:
+    return list(single_sample_stream(count, start))
+
+
+def prefill(bootstrap: str, topic: str, messages: Iterable[tuple[bytes, bytes]],
+            partitions: int = PARTITIONS) -> float:
+    """Round-robin over `partitions`, then one lone record per partition (the messages +
+    `partitions` records in all). Returns the mean message size in bytes."""
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5,
                          "batch.num.messages": 10000, "queue.buffering.max.messages": 1000000})
+    first: list[tuple[bytes, bytes]] = []
+    count = size = 0
     for i, (key, value) in enumerate(messages):
+        if len(first) < partitions:
+            first.append((key, value))
+        count, size = count + 1, size + len(value)
         while True:
             try:
                 producer.produce(topic, value=value, key=key, partition=i % partitions)
@@ -76,8 +88,10 @@ def prefill(bootstrap: str, topic: str, messages: list[tuple[bytes, bytes]],
                 producer.poll(0.05)
     producer.flush(120)
     for p in range(partitions):  # Tansu's ListOffsets gap: end each partition with a lone record
-        producer.produce(topic, value=messages[p][1], key=messages[p][0], partition=p)
+        key, value = first[p % len(first)]
+        producer.produce(topic, value=value, key=key, partition=p)
         producer.flush(30)
+    return size / max(count, 1)
 
 
 def raw_limit(bootstrap: str, topic: str, total: int) -> dict[str, float]:
@@ -226,12 +240,10 @@ def main() -> None:
     parser.add_argument("--cap", type=int, default=250_000, help="maxOffsetsPerTrigger")
     args = parser.parse_args()
     start = time.time() - 3600
-    messages = single_sample_messages(args.messages, start)
-    size = sum(len(v) for _, v in messages) / len(messages)
     with EmbeddedBroker() as broker:
         topic = "bench-metrics"
         create_topic(broker.bootstrap, topic, partitions=PARTITIONS)
-        prefill(broker.bootstrap, topic, messages)
+        size = prefill(broker.bootstrap, topic, single_sample_stream(args.messages, start))
         total = args.messages + PARTITIONS
         ceiling = consume_ceiling(broker.bootstrap, topic, broker.process.pid)
         raw = raw_limit(broker.bootstrap, topic, total)
