@@ -398,3 +398,17 @@ def test_write_headroom_png(tmp_path: Path, config: HeadroomConfig) -> None:
 def test_chart_rejects_missing_columns(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="history"):
         write_headroom_png(pd.DataFrame({"broker": []}), pd.DataFrame(), tmp_path / "x.png")
+
+
+def test_partition_history_keeps_time_order_through_late_and_repeated_windows() -> None:
+    from streaming.headroom.stage import PartitionHistory
+
+    history = PartitionHistory({120.0: 12, 0.0: 10})
+    history.put(180.0, 13)
+    history.put(60.0, 11)  # a late window lands between its neighbours
+    history.put(120.0, 20)  # a window seen again: the newer count wins, no second point
+    assert history.until(180.0).tolist() == [[0.0, 10.0], [60.0, 11.0], [120.0, 20.0],
+                                             [180.0, 13.0]]
+    assert history.until(100.0).tolist() == [[0.0, 10.0], [60.0, 11.0]]  # nothing later
+    history.forget_before(60.0)
+    assert history.until(1e9)[:, 0].tolist() == [60.0, 120.0, 180.0]
