@@ -3,7 +3,8 @@
 A producer thread writes single-sample Jolokia messages (the worst case, ~170 bytes) of a
 6-broker model at a steady `--rate` samples/s with event time = wall time, to the
 embedded broker. The job runs as `kafka-health run` in its own process (local[2], as
-shipped). Every `--marker-every` seconds broker 1's UnderMinIsrPartitionCount takes a new
+shipped). Every `--marker-every` seconds (plus up to 1 s of jitter, so that markers fall
+at every phase of the job's 1 s trigger) broker 1's UnderMinIsrPartitionCount takes a new
 value k; the latency of k is from the first produce() of k to the first scrape of the
 job's /metrics showing `kafka_health_under_min_isr_partitions{broker="1"} == k` (polled
 every 50 ms). RSS of the job's whole process tree (driver JVM, Python driver, Python
@@ -20,6 +21,7 @@ import argparse
 import json
 import os
 import platform
+import random
 import signal
 import statistics
 import subprocess
@@ -69,6 +71,7 @@ class SteadyProducer(threading.Thread):
         self.stop = threading.Event()
         self.marker = 0
         self.marker_sent: dict[int, float] = {}
+        self.jitter = random.Random()
         self.sent = 0
         self.started = 0.0
 
@@ -79,7 +82,10 @@ class SteadyProducer(threading.Thread):
             now = time.time()
             if now >= next_marker:
                 self.marker += 1
-                next_marker += self.marker_every
+                # Jittered by up to a second: markers exactly `marker_every` apart keep the
+                # same phase against the job's 1 s trigger, so a whole run measured one
+                # phase (p50 0.51 s in one run, 0.88 s in the next, same code).
+                next_marker += self.marker_every + self.jitter.uniform(0.0, 1.0)
             for key, request, value, marked in self.round:
                 if marked:
                     value = float(self.marker)
