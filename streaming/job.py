@@ -46,7 +46,6 @@ from streaming.config import Config
 from streaming.decode.packing import unpack
 from streaming.decode.records import reason_category
 from streaming.exporter import Exporter
-from streaming.gc_policy import pace_cycle_collector
 from streaming.headroom.stage import HeadroomTracker
 from streaming.progress_events import JsonProgressListener
 from streaming.quality import BronzeValidator
@@ -723,7 +722,6 @@ class Job:
         self._stop = threading.Event()
 
     def start(self) -> StreamingQuery:
-        pace_cycle_collector()
         self.processor.recover()
         self.processor.deferred_error = None  # an earlier run's, recovered just now
         decoded = read_decoded_stream(self.spark, self.config)
