@@ -4,8 +4,11 @@ Layouts handled (Jolokia protocol, "read" operation):
 - request names one MBean, no attribute:  value = {attribute: number, ...}
 - request names one MBean and attribute:  value = number
 - request names a pattern (wildcards):    value = {objectName: {attribute: number, ...}}
-Entries with status != 200 are skipped; non-numeric attributes (RateUnit, EventType)
-are not metrics and are skipped. Jolokia's `timestamp` is epoch seconds.
+Entries with status != 200 are skipped (a bulk read keeps its other entries); a record
+whose every entry failed is rejected as `source_error` with Jolokia's error, so an agent
+that cannot reach its MBeans shows in quarantine instead of vanishing. Non-numeric
+attributes (RateUnit, EventType) are not metrics and are skipped. Jolokia's `timestamp` is
+epoch seconds.
 """
 
 from __future__ import annotations
@@ -112,12 +115,25 @@ def decode(doc: Any, catalog: Catalog) -> tuple[list[Observation | Rejected], di
     entries = doc if isinstance(doc, list) else [doc]
     observations: list[Observation | Rejected] = []
     hints: dict[str, str] = {}
+    failed: dict[str, Any] | None = None
     for entry in entries:
+        if isinstance(entry, dict) and entry.get("status", 200) != 200 and failed is None:
+            failed = entry
         observations.extend(_entry_observations(catalog, entry))
         target = entry.get("request", {}).get("target") if isinstance(entry, dict) else None
         if isinstance(target, dict) and isinstance(target.get("url"), str):
             hints["jolokia_agent_url"] = target["url"]
+    if failed is not None and not observations:
+        raise DecodeError("source_error", _error_text(failed))
     return observations, hints
+
+
+def _error_text(entry: dict[str, Any]) -> str:
+    """Jolokia's own account of a failed read: status, MBean, error type and message."""
+    request = entry.get("request")
+    mbean = request.get("mbean") if isinstance(request, dict) else None
+    error = entry.get("error") or entry.get("error_type") or "no error text"
+    return f"Jolokia status {entry.get('status')} reading {str(mbean)[:120]}: {str(error)[:160]}"
 
 
 def looks_like(doc: Any) -> bool:

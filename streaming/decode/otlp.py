@@ -22,7 +22,8 @@ values are {stringValue | intValue | doubleValue | boolValue | arrayValue | kvli
   configure the collector pipeline to keep cumulative temporality (the JMX receivers'
   default; do not add cumulativetodelta). Gauges in the same message are still decoded.
 - A point flagged FLAG_NO_RECORDED_VALUE (OTLP's staleness marker) is skipped, like a
-  Jolokia entry with an error status: no value, so no sample and no false zero.
+  Jolokia entry with an error status: no value, so no sample and no false zero. A record
+  left with no sample at all is quarantined as `no_samples` (records.py), not dropped.
 - Histograms and summaries are not in the catalog; their count and sum are kept as
   unknown observations (metric = null, raw_name, attribute Count / Sum).
 """

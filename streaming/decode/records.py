@@ -277,6 +277,7 @@ def _decode_records(batch: pa.RecordBatch, ctx: DecodeContext, catalog: Catalog,
             continue
         key_groups = resolver.key_groups(key)
         rejected: list[Rejected] = []
+        rows_before = len(record_col)
         for obs in observations:
             obs_hints = hints
             if obs.__class__ is not Observation:
@@ -333,6 +334,9 @@ def _decode_records(batch: pa.RecordBatch, ctx: DecodeContext, catalog: Catalog,
             if len(rejected) > 1:
                 reason += f" (+{len(rejected) - 1} more rejected samples)"
             out.append_reject(reason[:500], value, fmt, topic, part, off, position)
+        elif len(record_col) == rows_before:  # parsed, but not one sample in it
+            out.append_reject(f"no_samples: a {fmt} record with no numeric sample in it",
+                              value, fmt, topic, part, off, position)
     return out
 
 

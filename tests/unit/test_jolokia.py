@@ -97,3 +97,30 @@ def catalog_has_every_simulated_metric() -> bool:
     model = ClusterModel("c", [1, 2, 3], {"t": 3})
     names = {s.metric for s in broker_samples(model, 1, 15)}
     return names <= set(load_catalog().metrics)
+
+
+def test_a_record_that_read_nothing_is_quarantined_with_the_reason():
+    """Every record lands in bronze or quarantine: a read that failed at the agent (the
+    broker's JMX unreachable, an MBean this broker version lacks) and a response with no
+    numeric attribute would otherwise vanish between the topic and the tables."""
+    ts = int(NOW.timestamp())
+    not_found = {"request": {"mbean": "kafka.server:type=Nope", "type": "read"},
+                 "error_type": "javax.management.InstanceNotFoundException",
+                 "error": "javax.management.InstanceNotFoundException : kafka.server:type=Nope",
+                 "status": 404}
+    units_only = {"request": {"mbean": "kafka.server:type=ReplicaManager,name=IsrShrinksPerSec",
+                              "type": "read"}, "value": {"RateUnit": "SECONDS"},
+                  "timestamp": ts, "status": 200}
+    good = {"request": {"mbean": "kafka.server:type=ReplicaManager,name=LeaderCount",
+                        "type": "read"}, "value": {"Value": 3}, "timestamp": ts, "status": 200}
+    rows = decode(not_found, [not_found, not_found], units_only, [], [not_found, good])
+    reasons = {r["source_offset"]: r["reject_reason"] for r in rows if r["reject_reason"]}
+    assert reasons[0] == reasons[1] == (
+        "source_error: Jolokia status 404 reading kafka.server:type=Nope: "
+        "javax.management.InstanceNotFoundException : kafka.server:type=Nope")
+    assert reasons[2] == "no_samples: a jolokia record with no numeric sample in it"
+    assert reasons[3].startswith("unknown_format")  # an empty bulk names no format
+    assert 4 not in reasons  # a bulk read keeps its good entries; the failed one is skipped
+    assert [(r["source_offset"], r["metric"]) for r in rows if not r["reject_reason"]] == [
+        (4, "LeaderCount")]
+    assert len(rows) == 5

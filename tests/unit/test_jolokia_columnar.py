@@ -173,8 +173,10 @@ def test_a_few_bad_records_in_a_large_batch_cost_only_themselves():
     batch = records(messages)
     fast, slow = both(batch, CONTEXTS["auto"])
     assert fast == slow
-    rejected = [row["source_offset"] for row in fast if row["reject_reason"] is not None]
-    assert rejected == bad
+    rejected = {row["source_offset"]: row["reject_reason"] for row in fast
+                if row["reject_reason"] is not None}
+    assert sorted(rejected) == sorted({*bad, 100})  # the failed read is quarantined too
+    assert rejected[100].startswith("source_error: Jolokia status 404")
     resolver = IdentityResolver(IdentityConfig(), {})
     split = jolokia_columnar.decode(batch, {"m"}, 10 << 20, resolver, load_catalog(), INGEST,
                                     900.0)
