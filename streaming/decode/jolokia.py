@@ -115,16 +115,15 @@ def decode(doc: Any, catalog: Catalog) -> tuple[list[Observation | Rejected], di
     entries = doc if isinstance(doc, list) else [doc]
     observations: list[Observation | Rejected] = []
     hints: dict[str, str] = {}
-    failed: dict[str, Any] | None = None
     for entry in entries:
-        if isinstance(entry, dict) and entry.get("status", 200) != 200 and failed is None:
-            failed = entry
         observations.extend(_entry_observations(catalog, entry))
         target = entry.get("request", {}).get("target") if isinstance(entry, dict) else None
         if isinstance(target, dict) and isinstance(target.get("url"), str):
             hints["jolokia_agent_url"] = target["url"]
-    if failed is not None and not observations:
-        raise DecodeError("source_error", _error_text(failed))
+    if not observations:  # only then does a failed entry explain the record
+        failed = next((e for e in entries if e.get("status", 200) != 200), None)
+        if failed is not None:
+            raise DecodeError("source_error", _error_text(failed))
     return observations, hints
 
 
