@@ -195,6 +195,22 @@ def last_checkpointed_offsets(checkpoint: str | None) -> dict[str, dict[str, int
     return None
 
 
+def binary_column(items: list[bytes | None]) -> pa.Array:
+    """A binary column of message keys or values from one join and their lengths: Arrow's
+    builder copies item by item (0.25 µs a 170-byte value, against 0.07). A null (a
+    tombstone, a record without a key) or a chunk past 2 GiB takes the builder."""
+    try:
+        data = b"".join(items)  # type: ignore[arg-type]
+    except TypeError:
+        return pa.array(items, pa.binary())
+    if len(data) >= 2**31:
+        return pa.array(items, pa.binary())
+    offsets = np.zeros(len(items) + 1, dtype=np.int32)
+    np.cumsum(np.fromiter(map(len, items), dtype=np.int32, count=len(items)), out=offsets[1:])
+    return pa.Array.from_buffers(pa.binary(), len(items),
+                                 [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+
+
 def records_batch(messages: list[Any], want: KafkaRange, position: int
                   ) -> tuple[pa.RecordBatch | None, int]:
     """The kafka_records batch of the messages in `want` from `position` on, and the next
@@ -222,8 +238,8 @@ def records_batch(messages: list[Any], want: KafkaRange, position: int
     stamps = np.asarray([m.timestamp() for m in messages], dtype=np.int64).reshape(n, 2)
     kinds, millis = stamps[:, 0], stamps[:, 1]
     return pa.RecordBatch.from_arrays([
-        pa.array([m.key() for m in messages], pa.binary()),
-        pa.array([m.value() for m in messages], pa.binary()),
+        binary_column([m.key() for m in messages]),
+        binary_column([m.value() for m in messages]),
         pa.array([want.topic] * n, pa.string()),
         pa.array(np.full(n, want.partition, dtype=np.int32)),
         pa.array(offsets),

@@ -184,6 +184,25 @@ def test_a_few_bad_records_in_a_large_batch_cost_only_themselves():
     assert sorted(split.rest.tolist()) == sorted([*bad, 100])
 
 
+@pytest.mark.parametrize("where", [0, 99, 199])
+def test_a_nan_literal_in_a_large_chunk_is_found_wherever_it_sits(where):
+    """A large chunk is scanned for NaN/Infinity literals by a vectorized search (strict
+    JSON has none, Arrow's reader accepts them): found at either end or in the middle, the
+    record goes to the per-record decoder, and nothing else does."""
+    messages = fleet_messages(200)
+    key, raw, when = messages[where]
+    messages[where] = (key, raw[:-1] + b',"x":NaN}', when)
+    messages[(where + 50) % 200] = (key, raw.replace(b'"value":', b'"value":-Infinity,"v":'),
+                                    when)
+    batch = records(messages)
+    fast, slow = both(batch, CONTEXTS["auto"])
+    assert fast == slow
+    resolver = IdentityResolver(IdentityConfig(), {})
+    split = jolokia_columnar.decode(batch, {"m"}, 10 << 20, resolver, load_catalog(), INGEST,
+                                    900.0)
+    assert sorted(split.rest.tolist()) == sorted([where, (where + 50) % 200])
+
+
 def test_other_formats_and_topics_keep_their_order_among_columnar_rows():
     jolokia_rows = fleet_messages(30)
     prometheus = (b"sim/2", orjson.dumps({"labels": {"__name__": "kafka_server_x", "instance":

@@ -14,6 +14,7 @@ from streaming.source.kafka_python import (
     KafkaRange,
     KafkaStreamReader,
     ReadTask,
+    binary_column,
     plan_tasks,
     reader_config,
 )
@@ -103,6 +104,24 @@ def test_records_keep_key_value_and_the_producer_timestamp(broker: Any, topic: s
     assert [(r["key"], r["value"], int(r["timestamp"].timestamp() * 1000)) for r in rows] == sent
     assert {(r["topic"], r["partition"], r["timestampType"]) for r in rows} == {(topic, 1, 0)}
     assert [r["offset"] for r in rows] == list(range(40))
+
+
+@pytest.mark.parametrize("items", [
+    [b"{}", b"", "é".encode(), b"\x00\xff" * 300, b"x"],
+    [b"a", None, b"", None],  # a tombstone or a record without a key
+    [],
+])
+def test_a_binary_column_holds_each_item_as_the_builder_would(items: list[bytes | None]
+                                                             ) -> None:
+    """Keys and values are joined once and cut by their lengths: every item must come back
+    whole, in order, with nulls kept, in a column Arrow itself finds valid."""
+    import pyarrow as pa
+
+    column = binary_column(items)
+    column.validate(full=True)
+    assert column.type == pa.binary()
+    assert column.to_pylist() == items
+    assert column.equals(pa.array(items, pa.binary()))
 
 
 def test_the_reader_waits_briefly_at_a_range_end_unless_told_otherwise() -> None:
