@@ -50,6 +50,32 @@ EXTRA_LABELS = {
 }
 
 
+class SeriesWrites:
+    """Gauge writes of one update, applied at its end: only the last write to each series
+    reaches the registry.
+
+    Why: a catch-up batch holds hundreds of windows per broker, and setting every gauge for
+    each of them, each overwritten by the next, was ~10 % of the driver's signal work.
+    The registry ends in the state the writes in order would have left it in.
+    """
+
+    def __init__(self) -> None:
+        self.last: dict[tuple[str, tuple[str, ...]], float | None] = {}  # None: remove
+
+    def set(self, gauge: str, labels: tuple[str, ...], value: float) -> None:
+        self.last[(gauge, labels)] = value
+
+    def remove(self, gauge: str, labels: tuple[str, ...]) -> None:
+        self.last[(gauge, labels)] = None
+
+    def apply(self, gauges: dict[str, Gauge]) -> None:
+        for (gauge, labels), value in self.last.items():
+            if value is None:
+                _remove(gauges[gauge], *labels)
+            else:
+                gauges[gauge].labels(*labels).set(value)
+
+
 class Exporter:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
@@ -85,6 +111,7 @@ class Exporter:
     def update_brokers(self, rows: list[dict[str, Any]]) -> None:
         """Export each broker's newest window; an older (late-corrected) window never wins,
         except in the unclean-election hold (UNCLEAN_HOLD), which takes every window."""
+        writes = SeriesWrites()
         with self._lock:
             for row in sorted(rows, key=lambda r: r["window_start"]):
                 key = (row["cluster"], row["broker"])
@@ -101,7 +128,8 @@ class Exporter:
                 for gauge, column in BROKER_COLUMNS.items():
                     value = row.get(column)
                     if value is not None:
-                        self.gauges[gauge].labels(*key).set(value)
+                        writes.set(gauge, key, value)
+            writes.apply(self.gauges)
             for key, windows in self._unclean.items():
                 newest = self._broker_window.get(key)
                 for window in [w for w in windows if newest and w <= newest - UNCLEAN_HOLD]:
@@ -130,33 +158,34 @@ class Exporter:
         """Newest evaluation per broker; a binding bound that changed drops its old series."""
         from streaming.headroom.model import BOUND_ORDER
 
+        writes = SeriesWrites()
         with self._lock:
             for row in sorted(rows, key=lambda r: r["evaluated_at"]):
                 key = (row["cluster"], row["broker"])
                 if row["evaluated_at"] < self._headroom_at.get(key, row["evaluated_at"]):
                     continue
                 self._headroom_at[key] = row["evaluated_at"]
-                ceiling = self.gauges["kafka_health_partition_ceiling"]
                 for bound in BOUND_ORDER:
                     value = row.get(f"ceiling_{bound}")
                     if value is None:
-                        _remove(ceiling, *key, bound)
+                        writes.remove("kafka_health_partition_ceiling", (*key, bound))
                     else:
-                        ceiling.labels(*key, bound).set(value)
-                ratio = self.gauges["kafka_health_partition_headroom_ratio"]
+                        writes.set("kafka_health_partition_ceiling", (*key, bound), value)
+                ratio = "kafka_health_partition_headroom_ratio"
                 previous = self._binding.get(key)
                 if previous is not None and previous != row["binding_bound"]:
-                    _remove(ratio, *key, previous)
+                    writes.remove(ratio, (*key, previous))
                 self._binding[key] = row["binding_bound"]
                 if row["binding_ceiling"]:
-                    ratio.labels(*key, row["binding_bound"]).set(
-                        row["headroom"] / row["binding_ceiling"])
-                self.gauges["kafka_health_partition_headroom"].labels(*key).set(row["headroom"])
-                days = self.gauges["kafka_health_days_to_partition_ceiling"]
+                    writes.set(ratio, (*key, row["binding_bound"]),
+                               row["headroom"] / row["binding_ceiling"])
+                writes.set("kafka_health_partition_headroom", key, row["headroom"])
+                days = "kafka_health_days_to_partition_ceiling"
                 if row["days_to_ceiling"] is None:
-                    _remove(days, *key)
+                    writes.remove(days, key)
                 else:
-                    days.labels(*key).set(row["days_to_ceiling"])
+                    writes.set(days, key, row["days_to_ceiling"])
+            writes.apply(self.gauges)
 
     def update_staleness(self, stale_after_seconds: float) -> list[tuple[str, str, float]]:
         """Flag brokers whose newest sample lags their cluster's newest by too much.

@@ -382,8 +382,7 @@ def _epoch_seconds(ts: datetime | float | int) -> float:
 
 
 def _points(history: Iterable[tuple[datetime | float | int, int]] | np.ndarray) -> np.ndarray:
-    """(epoch seconds, partitions) rows in time order. The stream passes an array already:
-    a broker's look-back is ~20,000 one-minute points, evaluated every batch."""
+    """(epoch seconds, partitions) rows in time order."""
     if isinstance(history, np.ndarray):
         points = history.reshape(-1, 2).astype(float)
     else:
@@ -405,14 +404,26 @@ def growth_per_day(
     epoch seconds.
     """
     points = _points(history)
-    if len(points) == 0:
+    return sorted_growth_per_day(points[:, 0], points[:, 1], lookback_days, min_points)
+
+
+def sorted_growth_per_day(times: np.ndarray, counts: np.ndarray, lookback_days: float,
+                          min_points: int) -> tuple[float | None, int]:
+    """`growth_per_day` of points already in time order (epoch seconds, partitions).
+
+    Why apart: the stream keeps each broker's look-back sorted (~20,000 one-minute points)
+    and forecasts every window it evaluates, hundreds per broker in a catch-up batch.
+    Sorting and copying the whole history for each one was most of the headroom step; here
+    the look-back is found by binary search and only its slice is read.
+    """
+    if len(times) == 0:
         return None, 0
-    window = points[points[:, 0] >= points[-1, 0] - lookback_days * SECONDS_PER_DAY]
-    n = len(window)
+    start = int(np.searchsorted(times, times[-1] - lookback_days * SECONDS_PER_DAY))
+    n = len(times) - start
     if n < min_points:
         return None, n
-    xs = (window[:, 0] - window[0, 0]) / SECONDS_PER_DAY
-    ys = window[:, 1]
+    xs = (times[start:] - times[start]) / SECONDS_PER_DAY
+    ys = counts[start:]
     dx = xs - xs.mean()
     sxx = float(np.dot(dx, dx))
     if sxx == 0:
@@ -443,10 +454,17 @@ def forecast(
     agrees with the headroom reported for the same broker.
     """
     points = _points(history)
-    slope, used = growth_per_day(points, config.forecast_lookback_days, config.forecast_min_points)
-    if len(points) == 0:
+    return sorted_forecast(points[:, 0], points[:, 1], ceiling, config)
+
+
+def sorted_forecast(times: np.ndarray, counts: np.ndarray, ceiling: int,
+                    config: HeadroomConfig) -> Forecast:
+    """`forecast` of points already in time order (see `sorted_growth_per_day`)."""
+    slope, used = sorted_growth_per_day(times, counts, config.forecast_lookback_days,
+                                        config.forecast_min_points)
+    if len(times) == 0:
         return Forecast(slope, used, None, ceiling, None)
-    current = int(points[-1, 1])
+    current = int(counts[-1])
     return Forecast(slope, used, current, ceiling, days_until(current, ceiling, slope))
 
 

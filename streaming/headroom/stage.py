@@ -21,8 +21,8 @@ from streaming.headroom.model import (
     BrokerSnapshot,
     HeadroomConfig,
     broker_headroom,
-    forecast,
     make_config,
+    sorted_forecast,
 )
 
 TS = pa.timestamp("us", "UTC")
@@ -56,16 +56,30 @@ class PartitionHistory:
             self.times = np.insert(self.times, i, at)
             self.counts = np.insert(self.counts, i, float(partitions))
 
+    def put_many(self, at: np.ndarray, partitions: np.ndarray) -> None:
+        """`put` of each (at, partitions) in turn, in one pass over the history: a catch-up
+        batch brings hundreds of windows per broker, and each `put` copies the arrays."""
+        if len(at) > 1 and not bool(np.all(np.diff(at) > 0)):
+            for one, count in zip(at.tolist(), partitions.tolist(), strict=True):
+                self.put(one, count)
+            return
+        i = np.searchsorted(self.times, at)
+        seen = i < len(self.times)
+        seen[seen] = self.times[i[seen]] == at[seen]
+        self.counts[i[seen]] = partitions[seen]
+        self.times = np.insert(self.times, i[~seen], at[~seen])
+        self.counts = np.insert(self.counts, i[~seen], partitions[~seen].astype(float))
+
     def forget_before(self, horizon: float) -> None:
         i = int(np.searchsorted(self.times, horizon))
         if i:
             self.times, self.counts = self.times[i:], self.counts[i:]
 
-    def until(self, at: float) -> np.ndarray:
-        """(time, count) rows at or before `at`: a late window is forecast from what
-        preceded it."""
+    def until(self, at: float) -> tuple[np.ndarray, np.ndarray]:
+        """Times and counts at or before `at` (views, no copy): a late window is forecast
+        from what preceded it."""
         k = int(np.searchsorted(self.times, at, side="right"))
-        return np.column_stack([self.times[:k], self.counts[:k]])
+        return self.times[:k], self.counts[:k]
 
 
 class HeadroomTracker:
@@ -97,40 +111,55 @@ class HeadroomTracker:
             self.history[(cluster, broker)] = PartitionHistory(counts)
 
     def evaluate(self, broker_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """One partition_headroom row per broker signal row that has partition counts."""
-        out = []
+        """One partition_headroom row per broker signal row that has partition counts.
+
+        Each broker's windows enter its history first, all at once, then each is forecast
+        from the points at or before it: the same points, one window after the other, saw.
+        """
         now = datetime.now(UTC)
-        for row in sorted(broker_rows, key=lambda r: r["window_start"]):
-            if row.get("partition_count_last") is None or row.get("leader_count_last") is None:
-                continue
-            cluster, broker, at = row["cluster"], row["broker"], row["window_start"]
-            config = self.config(cluster)
-            snapshot = BrokerSnapshot(
-                broker=broker, partitions=int(row["partition_count_last"]),
-                leaders=int(row["leader_count_last"]),
-                log_segments=_int(row.get("log_segments_last")),
-                open_fds=_int(row.get("open_fds_last")), max_fds=_int(row.get("max_fds_last")),
-            )
-            result = broker_headroom(snapshot, config)
+        rows = [row for row in sorted(broker_rows, key=lambda r: r["window_start"])
+                if row.get("partition_count_last") is not None
+                and row.get("leader_count_last") is not None]
+        per_broker: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        for row in rows:
+            per_broker.setdefault((row["cluster"], row["broker"]), []).append(row)
+        for (cluster, broker), own in per_broker.items():
+            self.config(cluster)  # a cluster seen first loads its history from the table
             points = self.history.setdefault((cluster, broker), PartitionHistory())
-            at_s = at.timestamp()
-            points.put(at_s, snapshot.partitions)
-            points.forget_before(at_s - config.forecast_lookback_days * 86400)
-            outlook = forecast(points.until(at_s), result.binding_ceiling, config)
-            out.append({
-                "cluster": cluster, "broker": broker, "evaluated_at": at,
-                "partitions": float(snapshot.partitions), "leaders": float(snapshot.leaders),
-                "log_segments": None if snapshot.log_segments is None
-                else float(snapshot.log_segments),
-                **{f"ceiling_{bound}": None if result.ceilings.get(bound) is None
-                   else float(result.ceilings[bound]) for bound in BOUND_ORDER},
-                "leader_ceiling": float(result.leader_ceiling),
-                "binding_bound": result.binding_bound,
-                "binding_ceiling": float(result.binding_ceiling),
-                "headroom": float(result.headroom),
-                "headroom_pct": result.headroom_pct,
-                "growth_per_day": outlook.slope_per_day,
-                "days_to_ceiling": outlook.days_to_ceiling,
-                "updated_at": now,
-            })
+            points.put_many(np.array([r["window_start"].timestamp() for r in own]),
+                            np.array([int(r["partition_count_last"]) for r in own]))
+        out = [self._headroom_row(row, now) for row in rows]
+        for (cluster, broker), own in per_broker.items():
+            self.history[(cluster, broker)].forget_before(
+                own[-1]["window_start"].timestamp()
+                - self.config(cluster).forecast_lookback_days * 86400)
         return out
+
+    def _headroom_row(self, row: dict[str, Any], now: datetime) -> dict[str, Any]:
+        cluster, broker, at = row["cluster"], row["broker"], row["window_start"]
+        config = self.config(cluster)
+        snapshot = BrokerSnapshot(
+            broker=broker, partitions=int(row["partition_count_last"]),
+            leaders=int(row["leader_count_last"]),
+            log_segments=_int(row.get("log_segments_last")),
+            open_fds=_int(row.get("open_fds_last")), max_fds=_int(row.get("max_fds_last")),
+        )
+        result = broker_headroom(snapshot, config)
+        outlook = sorted_forecast(*self.history[(cluster, broker)].until(at.timestamp()),
+                                  result.binding_ceiling, config)
+        return {
+            "cluster": cluster, "broker": broker, "evaluated_at": at,
+            "partitions": float(snapshot.partitions), "leaders": float(snapshot.leaders),
+            "log_segments": None if snapshot.log_segments is None
+            else float(snapshot.log_segments),
+            **{f"ceiling_{bound}": None if result.ceilings.get(bound) is None
+               else float(result.ceilings[bound]) for bound in BOUND_ORDER},
+            "leader_ceiling": float(result.leader_ceiling),
+            "binding_bound": result.binding_bound,
+            "binding_ceiling": float(result.binding_ceiling),
+            "headroom": float(result.headroom),
+            "headroom_pct": result.headroom_pct,
+            "growth_per_day": outlook.slope_per_day,
+            "days_to_ceiling": outlook.days_to_ceiling,
+            "updated_at": now,
+        }

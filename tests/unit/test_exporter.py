@@ -41,3 +41,42 @@ def test_a_late_recomputation_of_a_held_window_replaces_its_count_not_adds_to_it
     exporter.update_brokers([row(0, unclean=1.0), row(1)])
     exporter.update_brokers([row(0, unclean=2.0)])  # late samples for minute 0
     assert value(exporter, UNCLEAN_GAUGE) == 2.0
+
+
+def samples(exporter: Exporter) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in exporter.registry.collect() for s in family.samples
+            if not s.name.endswith("_created")}
+
+
+def headroom_row(minute: int, bound: str, ceiling: float | None, days: float | None,
+                 broker: str = "3") -> dict[str, Any]:
+    return {"cluster": "c1", "broker": broker, "evaluated_at": T0 + timedelta(minutes=minute),
+            "ceiling_mmap": ceiling, "ceiling_recovery": 4000.0, "binding_bound": bound,
+            "binding_ceiling": ceiling or 0.0, "headroom": (ceiling or 0.0) - 900.0,
+            "days_to_ceiling": days}
+
+
+def test_a_batch_of_rows_leaves_the_series_one_row_at_a_time_would():
+    """One update per batch sets each series once, from its last write: the scrape must see
+    what handing the same rows over one by one leaves, nulls, removals and rebinds included."""
+    brokers = [row(0, unclean=1.0, under_min=3.0), {**row(1), "under_min_isr_last": None},
+               row(2, under_min=5.0) | {"broker": "4"}, row(0, under_min=7.0)]
+    headroom = [headroom_row(0, "mmap", 5000.0, 9.0), headroom_row(1, "recovery", None, None),
+                headroom_row(2, "mmap", 4000.0, 3.0), headroom_row(3, "recovery", None, 1.0),
+                headroom_row(1, "mmap", 100.0, None, broker="4"),
+                headroom_row(0, "mmap", 200.0, 2.0, broker="4")]
+    at_once, one_by_one = Exporter(), Exporter()
+    at_once.update_brokers(brokers)
+    at_once.update_headroom(headroom)
+    for rows, update in ((brokers, "update_brokers"), (headroom, "update_headroom")):
+        for one in sorted(rows, key=lambda r: r.get("window_start") or r["evaluated_at"]):
+            getattr(one_by_one, update)([one])
+    got, want = samples(at_once), samples(one_by_one)
+    assert got == want
+    assert want[("kafka_health_under_min_isr_partitions", (("broker", "3"), ("cluster", "c1")))
+                ] == 7.0, "a null in the newest window keeps the value set before it"
+    assert ("kafka_health_partition_headroom_ratio",
+            (("binding_bound", "mmap"), ("broker", "3"), ("cluster", "c1"))) not in want
+    assert ("kafka_health_days_to_partition_ceiling", (("broker", "4"), ("cluster", "c1"))
+            ) not in want, "the newest evaluation has no forecast: the series is dropped"

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
 import pytest
 
 from streaming.headroom import (
@@ -407,8 +408,47 @@ def test_partition_history_keeps_time_order_through_late_and_repeated_windows() 
     history.put(180.0, 13)
     history.put(60.0, 11)  # a late window lands between its neighbours
     history.put(120.0, 20)  # a window seen again: the newer count wins, no second point
-    assert history.until(180.0).tolist() == [[0.0, 10.0], [60.0, 11.0], [120.0, 20.0],
-                                             [180.0, 13.0]]
-    assert history.until(100.0).tolist() == [[0.0, 10.0], [60.0, 11.0]]  # nothing later
+    times, counts = history.until(180.0)
+    assert times.tolist() == [0.0, 60.0, 120.0, 180.0]
+    assert counts.tolist() == [10.0, 11.0, 20.0, 13.0]
+    assert [a.tolist() for a in history.until(100.0)] == [[0.0, 60.0], [10.0, 11.0]]  # not later
     history.forget_before(60.0)
-    assert history.until(1e9)[:, 0].tolist() == [60.0, 120.0, 180.0]
+    assert history.until(1e9)[0].tolist() == [60.0, 120.0, 180.0]
+
+
+def test_a_batch_evaluated_at_once_forecasts_as_one_window_after_the_other() -> None:
+    """The tracker puts a batch's windows into each broker's history first: every forecast
+    must still see exactly the points at or before its own window, late ones included."""
+    from streaming.headroom.stage import HeadroomTracker
+
+    def signals(minutes: list[int], broker: str, start: int) -> list[dict[str, Any]]:
+        return [{"cluster": "c1", "broker": broker, "window_start": T0 + timedelta(minutes=m),
+                 "partition_count_last": start + 3 * m + (m % 7), "leader_count_last": 100,
+                 "log_segments_last": 2 * start, "open_fds_last": 5_000,
+                 "max_fds_last": 100_000} for m in minutes]
+
+    def tracker() -> HeadroomTracker:
+        empty = pa.table({"cluster": pa.array([], pa.string()),
+                          "broker": pa.array([], pa.string()),
+                          "evaluated_at": pa.array([], pa.timestamp("us", "UTC")),
+                          "partitions": pa.array([], pa.float64())})
+        return HeadroomTracker({"c1": {"forecast_lookback_days": 0.02,  # ~29 minutes
+                                       "forecast_min_points": 3}}, lambda *a, **k: empty)
+
+    batches = [
+        signals(list(range(0, 40)), "1", 1_000) + signals(list(range(0, 40, 2)), "2", 500),
+        # late windows between held ones, windows seen before, and a broker's first ones
+        signals([41, 5, 17, 40, 39, 60], "1", 1_100) + signals([3, 44], "2", 520)
+        + signals([10, 11, 12], "3", 50) + [{**signals([61], "1", 0)[0],
+                                               "partition_count_last": None}],
+    ]
+    at_once, one_by_one = tracker(), tracker()
+    for batch in batches:
+        got = at_once.evaluate(batch)
+        want = [row for one in sorted(batch, key=lambda r: r["window_start"])
+                for row in one_by_one.evaluate([one])]
+        assert [{**r, "updated_at": None} for r in got] == [
+            {**r, "updated_at": None} for r in want]
+        assert sum(r["growth_per_day"] is not None for r in got) > len(got) // 2
+    held = at_once.history[("c1", "1")]
+    assert held.times.tolist() == one_by_one.history[("c1", "1")].times.tolist()
