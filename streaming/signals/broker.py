@@ -246,8 +246,9 @@ def signal_partials(windowed: pa.Table, config: SignalsConfig) -> tuple[pa.Table
     add("ratio", ratio, "max")
     aggregations.append(("ratio", "list"))
     for name, metric in INCREASE_METRICS.items():
-        add(name, _only(windowed, "delta", masks(metric, "Count")), "sum")
-        columns[f"{name}_reported"] = pc.cast(masks(metric, "Count"), pa.int64())
+        reported = masks(metric, "Count")
+        add(name, _only(windowed, "delta", reported), "sum")
+        columns[f"{name}_reported"] = pc.cast(reported, pa.int64())
         aggregations.append((f"{name}_reported", "sum"))
 
     wide = windowed.select([*PARTIAL_KEYS, "window_end", "ts"])
