@@ -47,6 +47,7 @@ from streaming.decode.packing import unpack
 from streaming.decode.records import reason_category
 from streaming.exporter import Exporter
 from streaming.headroom.stage import HeadroomTracker
+from streaming.planning_daemons import stop_planning_daemons
 from streaming.progress_events import JsonProgressListener
 from streaming.quality import BronzeValidator
 from streaming.signals.broker import (
@@ -570,8 +571,10 @@ class ProgressListener(JsonProgressListener):
 
     def __init__(self, processor: BatchProcessor, exporter: Exporter | None,
                  lag: Callable[[dict[str, Any]], int | None],
-                 printer: Callable[[str], None] | None = print) -> None:
+                 printer: Callable[[str], None] | None = print,
+                 after_first_batch: Callable[[], Any] | None = None) -> None:
         self.processor = processor
+        self.after_first_batch = after_first_batch
         self.exporter = exporter
         self.lag = lag
         self.printer = printer
@@ -583,6 +586,9 @@ class ProgressListener(JsonProgressListener):
             self.exporter.pipeline("kafka_health_pipeline_up", 1)
 
     def onQueryProgress(self, event: Any) -> None:
+        if self.after_first_batch is not None:
+            first, self.after_first_batch = self.after_first_batch, None
+            first()
         progress = event.progress
         duration = (progress.batchDuration or 0) / 1000.0
         stats = self.processor.facts.pop(progress.batchId, None) or BatchStats()
@@ -740,7 +746,10 @@ class Job:
         self.processor.deferred_error = None  # an earlier run's, recovered just now
         decoded = read_decoded_stream(self.spark, self.config)
         self.lag = LagProbe(self.config)
-        self.listener = ProgressListener(self.processor, self.exporter, self.lag, self.printer)
+        # A batch has run, so the query is planned: Spark's planning daemons only hold memory.
+        self.listener = ProgressListener(
+            self.processor, self.exporter, self.lag, self.printer,
+            after_first_batch=functools.partial(stop_planning_daemons, self.spark))
         self.spark.streams.addListener(self.listener)
         self.query = (
             decoded.writeStream.queryName("kafka_health")

@@ -3,23 +3,43 @@
 The benchmarks report whole-tree figures: on a 2-core machine the broker, Spark's JVM, the
 Python workers and the driver compete for the same cores, so one process's numbers say
 little about the limit.
+
+A process that shares its parent's address space is not counted twice. The JVM starts
+every external command (Hadoop's `chmod` and `readlink` on checkpoint files, ~8 a
+micro-batch) through posix_spawn, whose child runs in the JVM's own memory until it execs
+`jspawnhelper`. /proc reports the JVM's whole RSS for that child for the few milliseconds
+it lives, so a sampler that lands there reads the JVM twice: the "transient JVM spikes" of
+exactly twice its RSS that earlier sessions measured were such samples.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
+import platform
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 TICKS = os.sysconf("SC_CLK_TCK")
+KCMP_SYSCALL = {"x86_64": 312, "aarch64": 272}.get(platform.machine())
+KCMP_VM = 1  # enum kcmp_type: KCMP_FILE, KCMP_VM, ...
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def shares_address_space(pid: int, other: int) -> bool:
+    """True if the two processes run in one address space (kcmp(2) KCMP_VM): a vfork or
+    posix_spawn child before its exec. False if not, or if the kernel will not say."""
+    if KCMP_SYSCALL is None:
+        return False
+    return _libc.syscall(KCMP_SYSCALL, pid, other, KCMP_VM, 0, 0) == 0
 
 
 @dataclass(frozen=True)
 class Process:
     pid: int
     kind: str  # jvm | broker | python-worker | python-driver
-    rss_mb: float
+    rss_mb: float  # 0 for a process in its parent's address space (counted there)
     cpu_seconds: float  # user + system, its reaped children's included
 
 
@@ -35,16 +55,20 @@ def process_tree(root_pid: int) -> list[Process]:
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
+        pid = int(entry.name)
         try:
             stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            # Asked before reading the RSS: a process never joins an address space, it only
+            # leaves one (exec), so a child not sharing now reports its own memory below.
+            shared = shares_address_space(pid, int(stat[1]))
             status = (entry / "status").read_text()
             cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
         except OSError:
             continue
-        pid = int(entry.name)
         children.setdefault(int(stat[1]), []).append(pid)
         match = re.search(r"VmRSS:\s+(\d+) kB", status)
-        found[pid] = Process(pid, kind_of(cmdline), int(match.group(1)) / 1024 if match else 0.0,
+        rss_mb = int(match.group(1)) / 1024 if match and not shared else 0.0
+        found[pid] = Process(pid, kind_of(cmdline), rss_mb,
                              sum(int(stat[i]) for i in (11, 12, 13, 14)) / TICKS)
     out, stack = [], [root_pid]
     while stack:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -19,6 +20,8 @@ from streaming.broker import free_port
 from streaming.config import Config, load_config
 from streaming.exporter import Exporter
 from streaming.job import Job
+from streaming.planning_daemons import PLANNING_MODULES
+from tests.benchmarks.proctree import process_tree
 from tests.conftest import wait_for
 
 TRUTH_FIELDS = (
@@ -72,6 +75,20 @@ def assert_same_tables(got: str | Path, want: str | Path,
         mine, theirs = comparable(got, name), comparable(want, name)
         assert len(mine) == len(theirs), f"{name}: {len(mine)} rows vs {len(theirs)} in {want}"
         pd.testing.assert_frame_equal(mine, theirs, obj=name)
+
+
+def planning_daemons() -> list[str]:
+    """Command lines of Spark's data-source planning daemons (and their workers) that run
+    below this process: `python -m pyspark.daemon pyspark.sql.worker.<step>`."""
+    found = []
+    for process in process_tree(os.getpid()):
+        try:
+            cmdline = Path(f"/proc/{process.pid}/cmdline").read_bytes().replace(b"\0", b" ")
+        except OSError:
+            continue
+        if f"pyspark.daemon {PLANNING_MODULES}".encode() in cmdline:
+            found.append(cmdline.decode().strip())
+    return found
 
 
 def start_job(config_path: Path, log: Path) -> subprocess.Popen[bytes]:

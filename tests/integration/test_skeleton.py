@@ -11,7 +11,14 @@ from confluent_kafka import Producer
 from streaming.exporter import Exporter
 from streaming.simulate.model import ClusterModel
 from streaming.simulate.runner import Event, Simulator
-from tests.integration.helpers import count, run_until, table, truth_mismatches
+from tests.conftest import wait_for
+from tests.integration.helpers import (
+    count,
+    planning_daemons,
+    run_until,
+    table,
+    truth_mismatches,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -38,6 +45,9 @@ def test_known_samples_land_once_and_signals_match_truth(broker, topic, job_env,
     root = job_env["KAFKA_HEALTH__DELTA__PATH"]
     run_until(spark, job_env, lambda: count(root, "bronze") >= expected, 180,
               f"{expected} bronze rows", exporter=exporter)
+    # Planned at its start, the query left no idle planning daemon behind after a batch
+    # (and every batch after the first ran without one).
+    wait_for(lambda: not planning_daemons(), 30, "Spark's planning daemons to be stopped")
 
     bronze = table(root, "bronze")
     assert len(bronze) == expected

@@ -1,0 +1,56 @@
+"""The benchmarks' process-tree memory: every process once, an address space once."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from tests.benchmarks.proctree import KCMP_SYSCALL, process_tree, shares_address_space
+
+needs_kcmp = pytest.mark.skipif(KCMP_SYSCALL is None, reason="kcmp(2) number unknown here")
+
+
+@needs_kcmp
+def test_a_thread_shares_its_process_address_space_and_a_child_process_does_not() -> None:
+    # A thread is a task made with CLONE_VM, as a posix_spawn child is before its exec.
+    native_ids: list[int] = []
+    release = threading.Event()
+    thread = threading.Thread(target=lambda: (native_ids.append(threading.get_native_id()),
+                                              release.wait(10)))
+    thread.start()
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        deadline = time.time() + 10
+        while not native_ids and time.time() < deadline:
+            time.sleep(0.01)
+        assert shares_address_space(native_ids[0], threading.get_native_id())
+        assert not shares_address_space(child.pid, threading.get_native_id())
+    finally:
+        release.set()
+        thread.join()
+        child.kill()
+        child.wait()
+
+
+@needs_kcmp
+def test_the_tree_counts_a_child_process_memory_of_its_own() -> None:
+    child = subprocess.Popen([sys.executable, "-c",
+                              "b = b'x' * (64 << 20); import time; time.sleep(30)"])
+    try:
+        deadline = time.time() + 20
+        rss = 0.0
+        while time.time() < deadline:
+            found = {p.pid: p for p in process_tree(os.getpid())}
+            rss = found[child.pid].rss_mb if child.pid in found else 0.0
+            if rss > 64:
+                break
+            time.sleep(0.05)
+        assert rss > 64
+    finally:
+        child.kill()
+        child.wait()
