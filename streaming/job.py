@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 import numpy as np
 import pyarrow as pa
@@ -80,6 +81,15 @@ def build_spark(config: Config) -> SparkSession:
     builder = SparkSession.builder.appName(config.spark.app_name)
     if config.spark.master:
         builder = builder.master(config.spark.master)
+    for key, value in spark_conf(config).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    return spark
+
+
+def spark_conf(config: Config) -> dict[str, str]:
+    """The session's settings: ours, then `spark.conf` of the config over them."""
     defaults = {
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.shuffle.partitions": str(config.spark.shuffle_partitions),
@@ -101,6 +111,17 @@ def build_spark(config: Config) -> SparkSession:
         # Bounded by spark.rpc.message.maxSize (128 MB); larger results still take the store.
         "spark.task.maxDirectResultSize": "64m",
     }
+    if urlparse(config.spark.checkpoint).scheme in ("", "file"):
+        # Spark's default checkpoint file manager goes through Hadoop's FileContext, whose
+        # local file system resolves symlinks and sets permissions by running `readlink` and
+        # `chmod` (no native Hadoop library here): ~10 process spawns and ~28 ms for each
+        # offset- and commit-log file, serial between micro-batches. The FileSystem-based
+        # manager writes the same temp file and renames it (rename(2), atomic on a local
+        # disk) with 2 spawns: ~7 ms a file (tests/benchmarks/bench_checkpoint_files.py).
+        # HDFS or object stores keep Spark's own choice.
+        defaults["spark.sql.streaming.checkpointFileManagerClass"] = (
+            "org.apache.spark.sql.execution.streaming.checkpointing."
+            "FileSystemBasedCheckpointFileManager")
     if config.source.engine == "python":
         # With the Python source the JVM only moves Arrow blobs and runs the micro-batch
         # loop, and its C2 compiler cost more than it bought: over a 5 M-record catch-up
@@ -115,11 +136,7 @@ def build_spark(config: Config) -> SparkSession:
         # (4 runs each over 5 M records: 196-213k samples/s vs 203-215k).
         defaults["spark.driver.extraJavaOptions"] = (
             "-XX:TieredStopAtLevel=1 -XX:G1HeapRegionSize=4m")
-    for key, value in {**defaults, **config.spark.conf}.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("WARN")
-    return spark
+    return {**defaults, **config.spark.conf}
 
 
 @contextmanager

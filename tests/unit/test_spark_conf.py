@@ -1,0 +1,30 @@
+"""The session settings the job derives from its config."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from streaming.config import load_config
+from streaming.job import spark_conf
+
+MANAGER = "spark.sql.streaming.checkpointFileManagerClass"
+
+
+@pytest.mark.parametrize("checkpoint", ["data/checkpoint", "/var/lib/kh/ckpt", "file:///ckpt"])
+def test_a_local_checkpoint_writes_its_logs_through_the_file_system_api(checkpoint):
+    conf = spark_conf(load_config(None, environ={"KAFKA_HEALTH__SPARK__CHECKPOINT": checkpoint}))
+    assert conf[MANAGER].endswith(".FileSystemBasedCheckpointFileManager")
+
+
+@pytest.mark.parametrize("checkpoint", ["hdfs://nn:8020/kh/ckpt", "s3a://bucket/kh/ckpt"])
+def test_a_remote_checkpoint_keeps_sparks_own_choice(checkpoint):
+    conf = spark_conf(load_config(None, environ={"KAFKA_HEALTH__SPARK__CHECKPOINT": checkpoint}))
+    assert MANAGER not in conf
+
+
+def test_the_configs_spark_conf_wins_over_the_jobs_settings():
+    conf = spark_conf(load_config(None, environ={
+        "KAFKA_HEALTH__SPARK__CONF": json.dumps({MANAGER: "x.Mine", "spark.driver.memory": "2g"})}))
+    assert conf[MANAGER] == "x.Mine" and conf["spark.driver.memory"] == "2g"
