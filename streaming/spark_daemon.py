@@ -11,7 +11,7 @@ task's time. With a pip-installed pyspark the zips hold the very files of the pa
 next to them, so the workers import that package instead; a Spark distribution whose
 pyspark lives only in its zip keeps the zip.
 
-Selected by `spark.python.daemon.module` (see `job.build_spark`).
+Selected by `spark.python.daemon.module` (see `job.spark_conf`).
 """
 
 from __future__ import annotations

@@ -161,7 +161,7 @@ def driver_ui_conf(ui_port: int) -> dict[str, str]:
     """Spark settings that make a driver usable against this cluster and observable.
 
     The driver binds and advertises loopback (the executors connect back to it); its UI is
-    on (build_spark turns it off) so executors() can ask which executors ran tasks; the
+    on (job.spark_conf turns it off) so executors() can ask which executors ran tasks; the
     first batch waits for every executor to register, so the work spreads from the start.
     Harmless under `local[*]`, so the same settings serve both runs of a comparison.
     """
