@@ -44,8 +44,8 @@ def stop_planning_daemons(spark: SparkSession) -> list[str]:
             if module.startswith(PLANNING_MODULES):
                 factories.apply(key).stop()
                 stopped.append(module)
-    except Py4JError as error:
-        LOG.info("planning daemons left running (this Spark keeps them otherwise): %s",
+    except (Py4JError, AttributeError, TypeError) as error:  # internals differ, env is None
+        LOG.info("Spark's planning daemons left running (its internals differ): %s",
                  str(error).splitlines()[0] if str(error) else type(error).__name__)
         return []
     if stopped:
