@@ -41,6 +41,7 @@ class Process:
     kind: str  # jvm | broker | python-worker | python-driver
     rss_mb: float  # 0 for a process in its parent's address space (counted there)
     cpu_seconds: float  # user + system, its reaped children's included
+    cmdline: str = ""
 
 
 def kind_of(cmdline: str) -> str:
@@ -69,7 +70,7 @@ def process_tree(root_pid: int) -> list[Process]:
         match = re.search(r"VmRSS:\s+(\d+) kB", status)
         rss_mb = int(match.group(1)) / 1024 if match and not shared else 0.0
         found[pid] = Process(pid, kind_of(cmdline), rss_mb,
-                             sum(int(stat[i]) for i in (11, 12, 13, 14)) / TICKS)
+                             sum(int(stat[i]) for i in (11, 12, 13, 14)) / TICKS, cmdline)
     out, stack = [], [root_pid]
     while stack:
         pid = stack.pop()

@@ -80,15 +80,8 @@ def assert_same_tables(got: str | Path, want: str | Path,
 def planning_daemons() -> list[str]:
     """Command lines of Spark's data-source planning daemons (and their workers) that run
     below this process: `python -m pyspark.daemon pyspark.sql.worker.<step>`."""
-    found = []
-    for process in process_tree(os.getpid()):
-        try:
-            cmdline = Path(f"/proc/{process.pid}/cmdline").read_bytes().replace(b"\0", b" ")
-        except OSError:
-            continue
-        if f"pyspark.daemon {PLANNING_MODULES}".encode() in cmdline:
-            found.append(cmdline.decode().strip())
-    return found
+    return [process.cmdline.strip() for process in process_tree(os.getpid())
+            if f"pyspark.daemon {PLANNING_MODULES}" in process.cmdline]
 
 
 def start_job(config_path: Path, log: Path) -> subprocess.Popen[bytes]:
