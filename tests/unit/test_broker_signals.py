@@ -89,6 +89,36 @@ def test_log_segments_sum_the_newest_of_each_partition():
     assert by_window(samples)[("1", 0)]["log_segments_last"] == 14.0
 
 
+def test_every_sample_counts_and_a_window_of_log_segments_alone_has_a_row():
+    # NumLogSegments is aggregated apart from the other signals: its rows must still count
+    # towards the window's samples and newest time, and a window with nothing else in it
+    # must still get a row, its other signals null.
+    p0 = [("topic", "orders"), ("partition", "0")]
+    rows = by_window([(0, "UnderMinIsrPartitionCount", "Value", 0.0, [], "1"),
+                      (50, "NumLogSegments", "Value", 3.0, p0, "1"),
+                      (70, "NumLogSegments", "Value", 4.0, p0, "1")])
+    first, alone = rows[("1", 0)], rows[("1", 1)]
+    assert (first["samples"], first["last_sample_ts"]) == (2, START + timedelta(seconds=50))
+    assert (alone["samples"], alone["log_segments_last"]) == (1, 4.0)
+    assert alone["under_min_isr_max"] is None
+    assert alone["isr_shrinks_increase"] is None
+    assert alone["request_handler_idle_mean"] is None
+
+
+def test_counter_increases_stay_with_their_own_samples_among_gauges():
+    # counters are taken apart for their per-series order and put back by row
+    rows = by_window([(0, "IsrShrinksPerSec", "Count", 10.0, [], "1"),
+                      (5, "PartitionCount", "Value", 7.0, [], "1"),
+                      (30, "RequestHandlerAvgIdlePercent", "Count", 0.0, [], "1"),
+                      (20, "IsrShrinksPerSec", "Count", 13.0, [], "1"),
+                      (40, "PartitionCount", "Value", 8.0, [], "1"),
+                      (45, "RequestHandlerAvgIdlePercent", "Count", 15e9, [], "1")])
+    row = rows[("1", 0)]
+    assert row["isr_shrinks_increase"] == 3.0
+    assert row["request_handler_idle_mean"] == pytest.approx(1.0)  # 1e9 idle ns a second
+    assert row["partition_count_last"] == 8.0
+
+
 def test_labels_key_tells_maps_apart_and_handles_empty_ones():
     labels = pa.chunked_array([pa.array([[("a", "1")], [("a", "2")], [], None],
                                         pa.map_(pa.string(), pa.string()))])
