@@ -185,6 +185,8 @@ MIN_MEAN_SIGNALS = {  # partial -> (metric, attribute, source column, scale)
     "network_processor_idle": ("NetworkProcessorAvgIdlePercent", "Value", "value", 1.0),
 }
 PARTIAL_KEYS = ("cluster", "broker", "window_start")
+# Every partial row's first three: the window's end, its sample count, its newest sample.
+WINDOW_AGGREGATIONS = (("window_end", "max"), ([], "count_all"), ("ts", "max"))
 SEGMENT_KEYS = (*PARTIAL_KEYS, "labels_key")
 
 
@@ -204,16 +206,11 @@ def prepared(samples: pa.Table, config: SignalsConfig, priors: pa.Table | None =
     is_counter = pc.fill_null(pc.equal(known["kind"], "counter"), False)
     counters = known.filter(is_counter)
     rows = np.flatnonzero(is_counter.to_numpy(zero_copy_only=False))
-    if priors is not None and priors.num_rows:
-        counters = pa.concat_tables([
-            priors.select(counters.column_names).cast(counters.schema),
-            counters]).append_column("row", pa.array(np.concatenate(
-                [np.full(priors.num_rows, -1), rows]), pa.int64()))
-        with_deltas = with_counter_deltas(counters, config)
-        with_deltas = with_deltas.filter(pc.greater_equal(with_deltas["row"], 0))
-    else:
-        with_deltas = with_counter_deltas(counters.append_column("row", pa.array(rows, pa.int64())),
-                                          config)
+    held = [] if priors is None else [priors.select(counters.column_names).cast(counters.schema)]
+    flagged = pa.concat_tables([*held, counters]).append_column("row", pa.array(  # prior: -1
+        np.concatenate([np.full(sum(t.num_rows for t in held), -1), rows]), pa.int64()))
+    with_deltas = with_counter_deltas(flagged, config)
+    with_deltas = with_deltas.filter(pc.greater_equal(with_deltas["row"], 0))
     at = with_deltas["row"].to_numpy()
     table = known
     for name in ("delta", "rate_per_second"):
@@ -239,7 +236,7 @@ def signal_partials(windowed: pa.Table, config: SignalsConfig) -> tuple[pa.Table
     segments = _segment_partials(windowed, micros, is_segments)
     others = pc.invert(pc.fill_null(is_segments, False))
     counted = _group(windowed.select([*PARTIAL_KEYS, "window_end", "ts"]).filter(is_segments),
-                     PARTIAL_KEYS, [("window_end", "max"), ([], "count_all"), ("ts", "max")])
+                     PARTIAL_KEYS, list(WINDOW_AGGREGATIONS))
     return _with_counted(_wide_partials(windowed.filter(others), config), counted), segments
 
 
@@ -248,7 +245,7 @@ def _wide_partials(windowed: pa.Table, config: SignalsConfig) -> pa.Table:
     micros = pc.cast(windowed["ts"], pa.int64())
     masks = MetricMasks(windowed)
     columns: dict[str, pa.ChunkedArray] = {}
-    aggregations: list[tuple] = [("window_end", "max"), ([], "count_all"), ("ts", "max")]
+    aggregations: list[tuple] = list(WINDOW_AGGREGATIONS)
 
     def add(name: str, column: pa.ChunkedArray, *hows: str) -> None:
         columns[name] = column
@@ -280,7 +277,7 @@ def _wide_partials(windowed: pa.Table, config: SignalsConfig) -> pa.Table:
         wide = wide.append_column(name, column)
     grouped = _group(wide, PARTIAL_KEYS, aggregations)
     names = [*PARTIAL_KEYS, "window_end", "samples", "last_sample_ts"]
-    for spec in aggregations[3:]:
+    for spec in aggregations[len(WINDOW_AGGREGATIONS):]:
         name, how = spec[0], spec[1]
         names.append({"list": "ratio_values"}.get(how, name if how in ("last", "max")
                                                   else f"{name}_{how}"))
