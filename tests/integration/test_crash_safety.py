@@ -42,7 +42,7 @@ def test_six_kills_leave_tables_equal_to_an_uninterrupted_run(broker, topic, tmp
     config = config_file(crashed, broker.bootstrap, topic, max_offsets=PER_TRIGGER)
     root, log = crashed / "delta", tmp_path / "crashed.log"
     kills = 0
-    # signals_deferred: bronze and Spark's commit in, the signals not begun on their thread
+    # signals_deferred: bronze and Spark's commit in, no signal written by their thread yet
     for failpoint in ("bronze_committed:2", "broker_signals_committed:2",
                       "incidents_committed:3", "signals_deferred:3"):
         os.environ["KAFKA_HEALTH_FAILPOINTS"] = failpoint

@@ -18,8 +18,9 @@ import pyarrow as pa
 import pytest
 
 from streaming.config import Config
+from streaming.decode.packing import pack
 from streaming.job import BatchProcessor
-from streaming.schemas import arrow_schema
+from streaming.schemas import arrow_schema, decoded_arrow_schema
 from tests.integration.helpers import assert_same_tables, comparable
 
 START = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -222,3 +223,58 @@ def test_a_batch_whose_signals_were_pending_is_recomputed_on_restart(
     # before now, and these samples are from months ago (a restart's own property).
     assert_same_tables(tmp_path / "crashed", tmp_path / "reference",
                        names=("broker_signals", "cluster_signals", "incidents"))
+
+
+class PackedBatch:
+    """What foreachBatch is handed, as far as the processor looks: toArrow() of packed blobs."""
+
+    def __init__(self, bronze: pa.Table) -> None:
+        decoded = pa.Table.from_pylist(bronze.to_pylist(), schema=decoded_arrow_schema())
+        self.packed = pa.Table.from_batches([pack(decoded.combine_chunks().to_batches()[0],
+                                                  bronze.num_rows)])
+
+    def toArrow(self) -> pa.Table:  # noqa: N802 (Spark's name)
+        return self.packed
+
+
+def test_a_batch_whose_bronze_fails_leaves_nothing_behind_and_replays_exactly(
+        tmp_path: Path) -> None:
+    """With deferred signals the held windows absorb a batch on their thread while bronze is
+    written. When the bronze append fails, the batch fails, no signal leaves the process and
+    no marker is written; Spark's replay of it then ends where an unfailed run ends."""
+    sequence = batches()[:14]
+    offsets = [sum(len(rows) for rows in sequence[:i]) for i in range(len(sequence))]
+    carried = [PackedBatch(as_bronze(rows, offset))
+               for rows, offset in zip(sequence, offsets, strict=True)]
+    marker = tmp_path / "checkpoint" / "pending.json"
+    marker.parent.mkdir()
+    reference, failing = processor(tmp_path / "reference", True), processor(tmp_path / "failing",
+                                                                            True)
+    for proc in (reference, failing):
+        proc.pending = marker.with_name(f"{proc is failing}.json")
+    fail_at, bronze = 9, failing.tables["bronze"]
+    write = bronze.append
+
+    def append_failing_once(data: pa.Table, batch_id: int) -> bool:
+        if batch_id == fail_at and not failed:
+            failed.append(batch_id)
+            raise OSError("No space left on device")
+        return write(data, batch_id)
+
+    failed: list[int] = []
+    bronze.append = append_failing_once  # type: ignore[method-assign]
+    for batch_id, batch in enumerate(carried):
+        reference(batch, batch_id)
+        if batch_id == fail_at:
+            failing.wait_deferred()
+            signals = failing.tables["broker_signals"].ensure().version()
+            with pytest.raises(OSError, match="No space"):
+                failing(batch, batch_id)
+            assert failing.tables["broker_signals"].ensure().version() == signals
+            assert not failing.pending.exists() and not failing.open_windows.partials
+        failing(batch, batch_id)
+    for proc in (reference, failing):
+        proc.wait_deferred()
+        assert proc.deferred_error is None and not proc.pending.exists()
+    assert failed == [fail_at]
+    assert_same_tables(tmp_path / "failing", tmp_path / "reference", names=DERIVED)
