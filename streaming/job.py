@@ -134,8 +134,14 @@ def spark_conf(config: Config) -> dict[str, str]:
         # the 1 MB regions of a 1 GB heap, some runs started concurrent marking cycles
         # (0.2-0.5 CPU s every 4 s, JVM 1.3 -> 2.1 µs a sample); with 4 MB none did
         # (4 runs each over 5 M records: 196-213k samples/s vs 203-215k).
+        # -Xms at the heap's cap: a read task's result (~12 MB) is still humongous, and each
+        # one starts a G1 concurrent cycle once the heap holds more than 45 % of its current
+        # size. Grown lazily, the heap sat at 160-650 MB, and in some runs most of those
+        # cycles went on to mark (56 marks, 6.5 s over a 5 M catch-up: JVM 2.0-2.3 against
+        # 1.4 CPU µs a sample). Sized at the cap from the start, 4-5 marks a run remain.
+        memory = {**defaults, **config.spark.conf}["spark.driver.memory"]
         defaults["spark.driver.extraJavaOptions"] = (
-            "-XX:TieredStopAtLevel=1 -XX:G1HeapRegionSize=4m")
+            f"-XX:TieredStopAtLevel=1 -XX:G1HeapRegionSize=4m -Xms{memory}")
     return {**defaults, **config.spark.conf}
 
 

@@ -28,3 +28,14 @@ def test_the_configs_spark_conf_wins_over_the_jobs_settings():
     conf = spark_conf(load_config(None, environ={
         "KAFKA_HEALTH__SPARK__CONF": json.dumps({MANAGER: "x.Mine", "spark.driver.memory": "2g"})}))
     assert conf[MANAGER] == "x.Mine" and conf["spark.driver.memory"] == "2g"
+
+
+@pytest.mark.parametrize("memory", [None, "512m", "3g"])
+def test_the_driver_heap_starts_at_its_cap(memory):
+    """-Xms follows spark.driver.memory: a larger one would stop the JVM from starting."""
+    environ = {"KAFKA_HEALTH__SPARK__CONF": json.dumps({"spark.driver.memory": memory})
+               } if memory else {}
+    conf = spark_conf(load_config(None, environ=environ))
+    options = conf["spark.driver.extraJavaOptions"].split()
+    assert f"-Xms{conf['spark.driver.memory']}" in options
+    assert [o for o in options if o.startswith("-Xms")] == [f"-Xms{memory or '1g'}"]
