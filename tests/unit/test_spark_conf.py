@@ -32,10 +32,12 @@ def test_the_configs_spark_conf_wins_over_the_jobs_settings():
 
 @pytest.mark.parametrize("memory", [None, "512m", "3g"])
 def test_the_driver_heap_starts_at_its_cap(memory):
-    """-Xms follows spark.driver.memory: a larger one would stop the JVM from starting."""
+    """-Xms follows spark.driver.memory (a larger one would stop the JVM from starting), and
+    the young generation is a share of it, not a size that could exceed a small heap."""
     environ = {"KAFKA_HEALTH__SPARK__CONF": json.dumps({"spark.driver.memory": memory})
                } if memory else {}
     conf = spark_conf(load_config(None, environ=environ))
     options = conf["spark.driver.extraJavaOptions"].split()
     assert f"-Xms{conf['spark.driver.memory']}" in options
     assert [o for o in options if o.startswith("-Xms")] == [f"-Xms{memory or '1g'}"]
+    assert not [o for o in options if o.startswith(("-Xmn", "-XX:NewSize", "-XX:MaxNewSize"))]
