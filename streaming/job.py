@@ -259,10 +259,11 @@ class BatchProcessor:
             # read tasks are not using then: 5 M catch-up 262k -> 275k samples/s (2 and 5
             # runs). Nothing leaves the process until the handoff.
             self.handoff = handoff = Handoff()
-            self.deferred = threading.Thread(
+            thread = threading.Thread(
                 target=self.run_deferred, args=(bronze, batch_id, handoff),
                 name=f"kafka-health-signals-{batch_id}", daemon=True)
-            self.deferred.start()
+            thread.start()
+            self.deferred = thread  # once started: joining an unstarted thread raises
         with stopwatch(timings, "bronze"):
             self.tables["bronze"].append(bronze, batch_id)
         failpoints.hit("bronze_committed")
@@ -340,6 +341,12 @@ class BatchProcessor:
     def run_deferred(self, bronze: pa.Table, batch_id: int, handoff: Handoff) -> None:
         try:
             held = self.absorb(bronze, batch_id)
+        except Exception:  # before the bronze commit: not the batch's failure, recompute
+            LOG.exception("batch %d: held signal windows failed; recomputing from bronze",
+                          batch_id)
+            self.open_windows.clear()
+            held = None
+        try:
             if not handoff.wait():
                 return  # the batch failed before its bronze was committed: nothing to do
             failpoints.hit("signals_deferred", ready=lambda: self.spark_committed(batch_id))

@@ -21,6 +21,7 @@ from streaming.config import Config
 from streaming.decode.packing import pack
 from streaming.job import BatchProcessor
 from streaming.schemas import arrow_schema, decoded_arrow_schema
+from tests.conftest import wait_for
 from tests.integration.helpers import assert_same_tables, comparable
 
 START = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -237,32 +238,41 @@ class PackedBatch:
         return self.packed
 
 
-def test_a_batch_whose_bronze_fails_leaves_nothing_behind_and_replays_exactly(
-        tmp_path: Path) -> None:
+@pytest.mark.parametrize("fails", ["bronze_append", "pending_marker"])
+def test_a_batch_that_fails_before_its_handoff_writes_no_signal_and_replays_exactly(
+        tmp_path: Path, fails: str) -> None:
     """With deferred signals the held windows absorb a batch on their thread while bronze is
-    written. When the bronze append fails, the batch fails, no signal leaves the process and
-    no marker is written; Spark's replay of it then ends where an unfailed run ends."""
+    written. The batch fails once the thread has absorbed it: in the bronze append (nothing
+    committed) or in writing the pending marker (bronze committed). Either way no signal is
+    written and the held windows are forgotten; Spark's replay of the batch then ends where
+    an unfailed run ends."""
     sequence = batches()[:14]
     offsets = [sum(len(rows) for rows in sequence[:i]) for i in range(len(sequence))]
     carried = [PackedBatch(as_bronze(rows, offset))
                for rows, offset in zip(sequence, offsets, strict=True)]
-    marker = tmp_path / "checkpoint" / "pending.json"
-    marker.parent.mkdir()
+    (tmp_path / "checkpoint").mkdir()
     reference, failing = processor(tmp_path / "reference", True), processor(tmp_path / "failing",
                                                                             True)
-    for proc in (reference, failing):
-        proc.pending = marker.with_name(f"{proc is failing}.json")
-    fail_at, bronze = 9, failing.tables["bronze"]
-    write = bronze.append
+    for name, proc in (("reference", reference), ("failing", failing)):
+        proc.pending = tmp_path / "checkpoint" / f"{name}.json"
+    fail_at, failed = 9, []
+    absorbed = ("the held windows absorbing the batch on their thread while it is written",
+                lambda: failing.open_windows.last_batch == fail_at
+                and "broker_signals" in failing.timings)
+    # bronze's append(data, batch_id) or the processor's mark_pending(batch_id, ...)
+    owner, method, id_at = ((failing.tables["bronze"], "append", 1) if fails == "bronze_append"
+                            else (failing, "mark_pending", 0))
+    original = getattr(owner, method)
 
-    def append_failing_once(data: pa.Table, batch_id: int) -> bool:
-        if batch_id == fail_at and not failed:
-            failed.append(batch_id)
+    def fail_once(*args: object) -> object:
+        if args[id_at] == fail_at and not failed:
+            wait_for(absorbed[1], 30, absorbed[0], every=0.01)
+            assert failing.open_windows.partials
+            failed.append(fail_at)
             raise OSError("No space left on device")
-        return write(data, batch_id)
+        return original(*args)
 
-    failed: list[int] = []
-    bronze.append = append_failing_once  # type: ignore[method-assign]
+    setattr(owner, method, fail_once)
     for batch_id, batch in enumerate(carried):
         reference(batch, batch_id)
         if batch_id == fail_at:
@@ -272,9 +282,10 @@ def test_a_batch_whose_bronze_fails_leaves_nothing_behind_and_replays_exactly(
                 failing(batch, batch_id)
             assert failing.tables["broker_signals"].ensure().version() == signals
             assert not failing.pending.exists() and not failing.open_windows.partials
+            assert failing.tables["bronze"].committed(fail_at) == (fails == "pending_marker")
         failing(batch, batch_id)
     for proc in (reference, failing):
         proc.wait_deferred()
         assert proc.deferred_error is None and not proc.pending.exists()
-    assert failed == [fail_at]
+    assert len(failed) == 1
     assert_same_tables(tmp_path / "failing", tmp_path / "reference", names=DERIVED)
