@@ -35,7 +35,7 @@ from tests.benchmarks.proctree import tree_rss_mb  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "soak.json"
 BATCH = re.compile(r"^batch (\d+): (\d+) records .*?, ([\d.]+)s, newest event.*?\[(.*)\]")
-STEP = re.compile(r"(\S+) ([\d.]+)s")
+STEP = re.compile(r"([A-Za-z_+]+) ([\d.]+)s")  # a name, not the bracket before it
 BUCKET_SECONDS = 300
 
 
