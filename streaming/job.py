@@ -313,8 +313,8 @@ class BatchProcessor:
         if not (self.config.signals.incremental and bronze.num_rows):
             return None
         with stopwatch(self.timings, "broker_signals"):
-            own = bronze.filter(pc.is_in(bronze["metric"], pa.array(SIGNAL_METRICS)))
             try:
+                own = bronze.filter(pc.is_in(bronze["metric"], pa.array(SIGNAL_METRICS)))
                 return self.open_windows.update(own.select(SAMPLE_COLUMNS))
             except Exception:  # held windows only save work: bronze stays the authority
                 LOG.exception("held signal windows failed; recomputing from bronze")
@@ -339,13 +339,7 @@ class BatchProcessor:
             f"{k} {v:.2f}s" for k, v in {**facts.timings, **timings}.items()))
 
     def run_deferred(self, bronze: pa.Table, batch_id: int, handoff: Handoff) -> None:
-        try:
-            held = self.absorb(bronze, batch_id)
-        except Exception:  # before the bronze commit: not the batch's failure, recompute
-            LOG.exception("batch %d: held signal windows failed; recomputing from bronze",
-                          batch_id)
-            self.open_windows.clear()
-            held = None
+        held = self.absorb(bronze, batch_id)  # a failure in it means: recompute from bronze
         try:
             if not handoff.wait():
                 return  # the batch failed before its bronze was committed: nothing to do

@@ -256,9 +256,6 @@ def test_a_batch_that_fails_before_its_handoff_writes_no_signal_and_replays_exac
     for name, proc in (("reference", reference), ("failing", failing)):
         proc.pending = tmp_path / "checkpoint" / f"{name}.json"
     fail_at, failed = 9, []
-    absorbed = ("the held windows absorbing the batch on their thread while it is written",
-                lambda: failing.open_windows.last_batch == fail_at
-                and "broker_signals" in failing.timings)
     # bronze's append(data, batch_id) or the processor's mark_pending(batch_id, ...)
     owner, method, id_at = ((failing.tables["bronze"], "append", 1) if fails == "bronze_append"
                             else (failing, "mark_pending", 0))
@@ -266,7 +263,9 @@ def test_a_batch_that_fails_before_its_handoff_writes_no_signal_and_replays_exac
 
     def fail_once(*args: object) -> object:
         if args[id_at] == fail_at and not failed:
-            wait_for(absorbed[1], 30, absorbed[0], every=0.01)
+            wait_for(lambda: failing.open_windows.last_batch == fail_at
+                     and "broker_signals" in failing.timings, 30,
+                     "the held windows absorbing the batch on their thread", every=0.01)
             assert failing.open_windows.partials
             failed.append(fail_at)
             raise OSError("No space left on device")
