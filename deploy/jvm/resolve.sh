@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Resolves the pinned JVM artifacts of deploy/jvm/pom.xml (with their dependencies) into
+# one classpath folder per component under $KAFKA_HEALTH_CACHE/jvm (default
+# ~/.cache/kafka-health/jvm). Idempotent: skipped while the poms are unchanged.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+cache="${KAFKA_HEALTH_CACHE:-$HOME/.cache/kafka-health}/jvm"
+want="$(cat "$here"/pom.xml "$here"/*/pom.xml | sha1sum | cut -d' ' -f1)"
+stamp="$cache/.resolved"
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+  exit 0
+fi
+if ! command -v mvn >/dev/null 2>&1; then
+  echo "kafka-health needs Maven (mvn) to fetch its JVM artifacts; install Debian's 'maven' package" >&2
+  exit 1
+fi
+echo "resolving JVM artifacts with Maven into $cache (once)" >&2
+rm -rf "$cache.partial"
+mvn -q -B -f "$here/pom.xml" dependency:copy-dependencies -Dkh.jars="$cache.partial" >&2
+rm -rf "$cache"
+mv "$cache.partial" "$cache"
+echo "$want" > "$stamp"

@@ -1,0 +1,340 @@
+"""Real Apache Kafka on loopback: KRaft nodes in combined broker+controller mode.
+
+`KafkaCluster(size=3)` is the *watched* cluster of the test bed (each node with the Jolokia
+and jmx_exporter Java agents attached); `KafkaCluster(size=1, agents=False)` is the
+*metrics* cluster that holds the metrics topics. Storage is formatted by Kafka's own
+`kafka.tools.StorageTool`; every process is started in its own session and stopped at
+interpreter exit.
+
+TEST-BED SETTINGS (never copy them to production): faults show within seconds instead of
+Kafka's defaults of tens of seconds: `replica.lag.time.max.ms` 3 s (default 30 s), broker
+session timeout 3 s (default 9 s), controller election timeout 1 s, 1 MiB segments, and
+small heaps.
+"""
+
+from __future__ import annotations
+
+import atexit
+import base64
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from streaming.testbed.jvm import agent_jar, classpath, java
+
+LOG = logging.getLogger("kafka_health.testbed")
+RULES = Path(__file__).with_name("jmx_exporter_rules.yaml")
+
+# Test-bed settings: what makes faults fast, documented in the README's test-bed section.
+FAST_FAULTS = {
+    "replica.lag.time.max.ms": "3000",
+    "replica.fetch.wait.max.ms": "200",
+    "broker.heartbeat.interval.ms": "500",
+    "broker.session.timeout.ms": "3000",
+    "controller.quorum.election.timeout.ms": "1000",
+    "controller.quorum.fetch.timeout.ms": "2000",
+    "log.segment.bytes": str(1024 * 1024),
+    "group.initial.rebalance.delay.ms": "0",
+    "auto.create.topics.enable": "false",
+    "leader.imbalance.check.interval.seconds": "30",
+}
+HEAP = ["-Xms96m", "-Xmx384m"]
+# Client-grade JIT and one GC thread: four JVMs share two cores with Spark.
+JVM_FLAGS = ["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-XX:CICompilerCount=2",
+             "-Djava.awt.headless=true"]
+LOG4J = """\
+status = warn
+appender.file.type = File
+appender.file.name = file
+appender.file.fileName = {path}
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.file.ref = file
+logger.kafka.name = org.apache.kafka
+logger.kafka.level = WARN
+logger.state.name = state.change.logger
+logger.state.level = WARN
+"""
+
+
+class KafkaError(RuntimeError):
+    """A node did not start or stop as asked; the message names its log file."""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _cluster_id() -> str:
+    """A Kafka cluster id: 16 random bytes, URL-safe base64 without padding."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+
+
+def _port_open(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+@dataclass
+class KafkaNode:
+    """One KRaft node (broker and controller in one JVM)."""
+
+    node_id: int
+    directory: Path
+    port: int = field(default_factory=free_port)
+    controller_port: int = field(default_factory=free_port)
+    jolokia_port: int | None = None
+    jmx_exporter_port: int | None = None
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def jolokia_url(self) -> str | None:
+        return f"http://127.0.0.1:{self.jolokia_port}/jolokia/" if self.jolokia_port else None
+
+    @property
+    def jmx_exporter_url(self) -> str | None:
+        return (f"http://127.0.0.1:{self.jmx_exporter_port}/metrics"
+                if self.jmx_exporter_port else None)
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process else None
+
+    @property
+    def log_path(self) -> Path:
+        return self.directory / "server.log"
+
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def write_config(self, voters: str, settings: dict[str, str]) -> Path:
+        props = {
+            "process.roles": "broker,controller",
+            "node.id": str(self.node_id),
+            "controller.quorum.voters": voters,
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "log.dirs": str(self.directory / "data"),
+            **settings,
+        }
+        path = self.directory / "server.properties"
+        path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        (self.directory / "log4j2.properties").write_text(LOG4J.format(path=self.log_path))
+        return path
+
+    def format_storage(self, cluster_id: str) -> None:
+        """Kafka's own format step; skipped when the log dir is formatted already."""
+        if (self.directory / "data" / "meta.properties").exists():
+            return
+        result = subprocess.run(
+            [java(), *HEAP, *JVM_FLAGS, "-cp", classpath("kafka"),
+             f"-Dlog4j2.configurationFile={self.directory / 'log4j2.properties'}",
+             "kafka.tools.StorageTool", "format", "-t", cluster_id,
+             "-c", str(self.directory / "server.properties")],
+            capture_output=True, text=True, timeout=120,
+        )
+        if result.returncode != 0:
+            raise KafkaError(f"formatting node {self.node_id} failed: "
+                             f"{(result.stdout + result.stderr)[-1500:]}")
+
+    def start(self) -> None:
+        if self.running():
+            return
+        agents: list[str] = []
+        if self.jolokia_port:
+            agents.append(f"-javaagent:{agent_jar('jolokia')}=port={self.jolokia_port},"
+                          "host=127.0.0.1,discoveryEnabled=false")
+        if self.jmx_exporter_port:
+            agents.append(f"-javaagent:{agent_jar('jmx-exporter')}="
+                          f"127.0.0.1:{self.jmx_exporter_port}:{RULES}")
+        out = open(self.directory / "stdout.log", "ab")  # noqa: SIM115 (the child keeps it)
+        self.process = subprocess.Popen(
+            [java(), *HEAP, *JVM_FLAGS, *agents,
+             f"-Dlog4j2.configurationFile={self.directory / 'log4j2.properties'}",
+             f"-Dkafka.logs.dir={self.directory}",
+             "-cp", classpath("kafka"), "kafka.Kafka", str(self.directory / "server.properties")],
+            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        out.close()
+
+    def signal(self, sig: signal.Signals) -> None:
+        if self.running():
+            assert self.process is not None
+            os.kill(self.process.pid, sig)
+
+    def stop(self, timeout: float = 20.0) -> None:
+        """A clean stop (SIGTERM: Kafka's controlled shutdown), SIGKILL past the timeout."""
+        proc = self.process
+        if proc is None or proc.poll() is not None:
+            return
+        os.kill(proc.pid, signal.SIGCONT)  # a frozen node cannot handle SIGTERM
+        proc.terminate()
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            LOG.warning("node %d did not stop within %.0fs; killing it", self.node_id, timeout)
+            proc.kill()
+            proc.wait(timeout=10)
+
+    def kill(self) -> None:
+        """SIGKILL: a crash, no controlled shutdown."""
+        proc = self.process
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+class KafkaCluster:
+    """`size` KRaft nodes (ids 1..size) on loopback; a context manager.
+
+    `agents=True` attaches the Jolokia and jmx_exporter agents to every node (the watched
+    cluster); the metrics cluster runs without them. `directory` keeps the data (a
+    temporary one, removed on stop, when not given).
+    """
+
+    def __init__(self, size: int = 3, directory: str | Path | None = None, agents: bool = True,
+                 settings: dict[str, str] | None = None, name: str = "watched") -> None:
+        self.name = name
+        self._tmp = None if directory else tempfile.mkdtemp(prefix=f"kafka-health-{name}-")
+        self.directory = Path(directory or self._tmp or "")
+        self.cluster_id = _cluster_id()
+        replicas = str(min(size, 3))
+        self.settings = {
+            **FAST_FAULTS,
+            "num.partitions": "1",
+            "default.replication.factor": replicas,
+            "min.insync.replicas": str(min(size, 2)),
+            "offsets.topic.replication.factor": replicas,
+            "offsets.topic.num.partitions": "3",
+            "transaction.state.log.replication.factor": replicas,
+            "transaction.state.log.min.isr": str(min(size, 2)),
+            **(settings or {}),
+        }
+        self.nodes = [
+            KafkaNode(node_id=i, directory=self.directory / f"node-{i}",
+                      jolokia_port=free_port() if agents else None,
+                      jmx_exporter_port=free_port() if agents else None)
+            for i in range(1, size + 1)
+        ]
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(node.bootstrap for node in self.nodes)
+
+    def node(self, node_id: int) -> KafkaNode:
+        return next(n for n in self.nodes if n.node_id == node_id)
+
+    def start(self, timeout: float = 120.0) -> KafkaCluster:
+        voters = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in self.nodes)
+        for node in self.nodes:
+            node.directory.mkdir(parents=True, exist_ok=True)
+            node.write_config(voters, self.settings)
+            node.format_storage(self.cluster_id)
+        atexit.register(self.stop)
+        started = time.monotonic()
+        for node in self.nodes:
+            node.start()
+        self.wait_brokers([n.node_id for n in self.nodes], timeout)
+        LOG.info("%s cluster of %d node(s) up on %s in %.1fs", self.name, len(self.nodes),
+                 self.bootstrap, time.monotonic() - started)
+        return self
+
+    def alive_brokers(self) -> set[int]:
+        """Broker ids the cluster's metadata lists now (registered and unfenced)."""
+        from confluent_kafka.admin import AdminClient
+
+        live = [n.bootstrap for n in self.nodes if n.running() and _port_open(n.port)]
+        if not live:
+            return set()
+        admin = AdminClient({"bootstrap.servers": ",".join(live)})
+        try:
+            return {b.id for b in admin.list_topics(timeout=3).brokers.values()}
+        except Exception:
+            return set()
+
+    def wait_brokers(self, ids: Iterable[int], timeout: float = 60.0) -> None:
+        wanted = set(ids)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for node in self.nodes:
+                if node.node_id in wanted and node.process and node.process.poll() is not None:
+                    raise KafkaError(f"{self.name} node {node.node_id} exited with code "
+                                     f"{node.process.returncode}; see {node.log_path} and "
+                                     f"{node.directory / 'stdout.log'}")
+            if wanted <= self.alive_brokers():
+                return
+            time.sleep(0.3)
+        raise KafkaError(f"{self.name} brokers {sorted(wanted)} not all up within "
+                         f"{timeout:.0f}s; see the server.log files under {self.directory}")
+
+    def stop(self) -> None:
+        """Stop every node (all at once: a lone survivor would wait for a lost quorum)."""
+        for node in self.nodes:
+            if node.running():
+                node.signal(signal.SIGCONT)
+                node.signal(signal.SIGTERM)
+        deadline = time.monotonic() + 15
+        for node in self.nodes:
+            if node.process is None:
+                continue
+            try:
+                node.process.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                node.kill()
+        if self._tmp:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            self._tmp = None
+
+    def __enter__(self) -> KafkaCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def create_topic(bootstrap: str, name: str, partitions: int = 1, replication: int = 1,
+                 config: dict[str, str] | None = None) -> None:
+    """Create a topic if missing and wait until every partition has a leader."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics([NewTopic(name, num_partitions=partitions,
+                                            replication_factor=replication,
+                                            config=config or {})])
+    for future in futures.values():
+        try:
+            future.result(timeout=30)
+        except Exception as err:
+            if "TOPIC_ALREADY_EXISTS" not in str(err):
+                raise
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        topic = admin.list_topics(name, timeout=5).topics.get(name)
+        if topic and topic.error is None and len(topic.partitions) == partitions and all(
+                p.leader >= 0 for p in topic.partitions.values()):
+            return
+        time.sleep(0.2)
+    raise KafkaError(f"topic {name} has no leader for every partition after 30s")

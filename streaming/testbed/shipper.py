@@ -1,0 +1,185 @@
+"""The test bed's shipper: carries the watched brokers' own JMX into the metrics topics.
+
+In production this is Telegraf's jolokia2 input, Prometheus remote_write into
+prometheus-kafka-adapter, or the OTel collector's kafka exporter (the README has a recipe
+for each). Here it does what they do, against the real agents on each broker:
+
+- Jolokia: one bulk read per broker and scrape of every MBean the catalog names, produced
+  exactly as the agent returned it (record key `cluster/broker`, as the catalog's
+  key_pattern expects).
+- jmx_exporter: a scrape of each broker's /metrics, each sample produced as
+  prometheus-kafka-adapter writes it (JSON `{timestamp, value, name, labels}`, values as
+  strings, second-precision RFC 3339 times, no record key), with `cluster` and `broker`
+  labels attached as a Prometheus scrape config's static labels would.
+
+A broker that does not answer is skipped for that scrape (its silence is the signal); the
+shipper itself never stops on one broker's error.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import urllib.request
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+
+from streaming.catalog import load_catalog
+
+LOG = logging.getLogger("kafka_health.shipper")
+# Series families worth shipping from a jmx_exporter scrape; a production remote_write
+# keeps the same with a write_relabel_configs `keep` rule (the JVM's own series are noise).
+KEEP_PREFIXES = ("kafka_server_", "kafka_controller_", "kafka_network_", "kafka_log_",
+                 "process_open_fds", "process_max_fds")
+
+
+@dataclass(frozen=True)
+class Target:
+    """One broker to scrape: its id and its agents' URLs."""
+
+    broker: int
+    jolokia_url: str | None = None
+    jmx_exporter_url: str | None = None
+
+
+def jolokia_requests() -> list[dict[str, Any]]:
+    """The bulk read body: every catalog MBean as a pattern (labelled beans such as
+    NumLogSegments carry topic/partition keys), java.lang beans by attribute."""
+    out: dict[tuple[str, str | None], dict[str, Any]] = {}
+    for metric in load_catalog().metrics.values():
+        if not metric.jmx_mbean:
+            continue
+        if metric.jmx_attribute:
+            request = {"type": "read", "mbean": metric.jmx_mbean, "attribute": metric.jmx_attribute}
+        else:
+            request = {"type": "read", "mbean": f"{metric.jmx_mbean},*"}
+        out.setdefault((request["mbean"], request.get("attribute")), request)
+    # java.lang attributes of one bean go in one request, as Telegraf's input does.
+    merged: dict[str, dict[str, Any]] = {}
+    for (mbean, attribute), request in out.items():
+        if attribute is None:
+            merged[mbean] = request
+        else:
+            entry = merged.setdefault(mbean, {"type": "read", "mbean": mbean, "attribute": []})
+            entry["attribute"].append(attribute)
+    return list(merged.values())
+
+
+def _get(url: str, body: bytes | None = None, timeout: float = 3.0) -> bytes:
+    request = urllib.request.Request(url, data=body, headers={"Content-Type": "application/json"}
+                                     if body else {})
+    with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 (loopback)
+        return response.read()
+
+
+def prometheus_adapter_records(text: str, cluster: str, broker: int, instance: str,
+                               now: float) -> list[bytes]:
+    """One jmx_exporter scrape as prometheus-kafka-adapter JSON messages (kept families)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    stamp = datetime.fromtimestamp(int(now), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    out: list[bytes] = []
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if not sample.name.startswith(KEEP_PREFIXES):
+                continue
+            labels = {"__name__": sample.name, "instance": instance, "job": "kafka",
+                      **sample.labels, "cluster": cluster, "broker": str(broker)}
+            out.append(orjson.dumps({"timestamp": stamp, "value": _text(sample.value),
+                                     "name": sample.name, "labels": labels}))
+    return out
+
+
+def _text(value: float) -> str:
+    """A value as the adapter (Go's strconv) writes it."""
+    if value != value:
+        return "NaN"
+    if value in (float("inf"), float("-inf")):
+        return "+Inf" if value > 0 else "-Inf"
+    return str(int(value)) if value.is_integer() and abs(value) < 1e21 else repr(value)
+
+
+class Shipper:
+    """Scrapes every target each `interval` seconds on a thread and produces to the metrics
+    cluster: Jolokia responses to `jolokia_topic`, adapter JSON to `prometheus_topic`
+    (either may be None to skip that path)."""
+
+    def __init__(self, targets: list[Target], cluster: str, bootstrap: str,
+                 jolokia_topic: str | None, prometheus_topic: str | None,
+                 interval: float = 5.0) -> None:
+        from confluent_kafka import Producer
+
+        self.targets = targets
+        self.cluster = cluster
+        self.jolokia_topic = jolokia_topic
+        self.prometheus_topic = prometheus_topic
+        self.interval = interval
+        self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20,
+                                  "compression.type": "lz4", "acks": "all"})
+        self.body = orjson.dumps(jolokia_requests())
+        self.scrapes = 0
+        self.errors: dict[str, str] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def scrape_once(self) -> int:
+        """One scrape of every target; returns the records produced."""
+        produced = 0
+        now = time.time()
+        for target in self.targets:
+            if self.jolokia_topic and target.jolokia_url:
+                produced += self._ship(target, "jolokia", lambda t=target: [_get(
+                    t.jolokia_url, self.body)], self.jolokia_topic,
+                    key=f"{self.cluster}/{target.broker}".encode())
+            if self.prometheus_topic and target.jmx_exporter_url:
+                url = target.jmx_exporter_url
+                instance = url.split("/")[2]
+                produced += self._ship(target, "jmx_exporter", lambda t=target, u=url, i=instance:
+                                       prometheus_adapter_records(_get(u).decode(), self.cluster,
+                                                                  t.broker, i, now),
+                                       self.prometheus_topic, key=None)
+        self.producer.flush(10)
+        self.scrapes += 1
+        return produced
+
+    def _ship(self, target: Target, agent: str, fetch: Any, topic: str, key: bytes | None) -> int:
+        try:
+            values = fetch()
+        except Exception as err:  # a silent broker is data, not a shipper failure
+            self.errors[f"{target.broker}/{agent}"] = str(err)
+            return 0
+        self.errors.pop(f"{target.broker}/{agent}", None)
+        for value in values:
+            self.producer.produce(topic, value=value, key=key)
+            self.producer.poll(0)
+        return len(values)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            started = time.monotonic()
+            try:
+                self.scrape_once()
+            except Exception:
+                LOG.exception("shipper scrape failed; trying again next interval")
+            self._stop.wait(max(0.0, self.interval - (time.monotonic() - started)))
+
+    def start(self) -> Shipper:
+        self._thread = threading.Thread(target=self._run, name="shipper", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread:
+            self._thread.join(timeout=self.interval + 15)
+        self.producer.flush(10)
+
+    def __enter__(self) -> Shipper:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
