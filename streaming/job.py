@@ -63,7 +63,7 @@ from streaming.signals.churn import unmatched_shrinks
 from streaming.signals.cluster import cluster_signals
 from streaming.signals.incidents import incident_conditions, incident_runs
 from streaming.signals.incremental import OpenWindows
-from streaming.sinks.delta_rs import DeltaRsTable
+from streaming.sinks.delta_rs import DeltaRsTable, Scope
 from streaming.source.reader import read_decoded_stream
 
 LOG = logging.getLogger("kafka_health.job")
@@ -581,10 +581,8 @@ class BatchProcessor:
                | (ds.field("resolved_at") >= pa.scalar(horizon, TS))),
             of_clusters)
         incidents = anchor_incidents(computed, earlier, horizon)
-        self.tables["incidents"].upsert(
-            incidents, batch_id,
-            delete_scope=f"t.cluster IN ({', '.join(repr(c) for c in clusters)}) "
-                  f"AND t.started_at >= '{horizon.isoformat()}'")
+        self.tables["incidents"].upsert(incidents, batch_id, owned=Scope(
+            ds.field("started_at") >= pa.scalar(horizon, TS), of_clusters))
         if self.config.alert_push.alertmanager_url:
             push_incidents(self.config.alert_push, incidents.to_pylist())
 
