@@ -1,8 +1,8 @@
 """kafka-health: the command line.
 
-  kafka-health demo                 everything on this machine: broker, simulated cluster, job
+  kafka-health demo                 everything on this machine: real Kafka, faults, shipper, job
   kafka-health run --config FILE    the production job against your Kafka
-  kafka-health broker               only the embedded broker, until Ctrl-C
+  kafka-health cluster              only the embedded Kafka clusters (watched + metrics)
   kafka-health simulate ...         produce a model cluster's metrics to a topic
   kafka-health headroom             partition headroom per broker, with a PNG chart
   kafka-health report               static HTML report of the last hours from the Delta tables
@@ -76,14 +76,14 @@ def demo_events(brokers: int, period: float = 300.0):  # noqa: ANN201
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from streaming.broker import EmbeddedBroker, create_topic
     from streaming.exporter import Exporter
     from streaming.job import Job
     from streaming.simulate.runner import Simulator
+    from streaming.testbed.kafka import create_topic, metrics_cluster
 
     data = Path(args.data_dir).resolve()
     data.mkdir(parents=True, exist_ok=True)
-    broker = EmbeddedBroker(port=args.broker_port, log_path=data / "broker.log").start()
+    broker = metrics_cluster(port=args.broker_port, log_path=data / "broker.log").start()
     stop = threading.Event()
     try:
         create_topic(broker.bootstrap, args.topic, partitions=3)
@@ -92,8 +92,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
             "KAFKA_HEALTH__SOURCE__BOOTSTRAP_SERVERS": broker.bootstrap,
             "KAFKA_HEALTH__SOURCE__TOPICS": json.dumps([{"name": args.topic,
                                                          "format": "jolokia"}]),
-            "KAFKA_HEALTH__SOURCE__EMBEDDED_BROKER": "true",
-            "KAFKA_HEALTH__SPARK__CHECKPOINT": str(data / "checkpoint"),
+                        "KAFKA_HEALTH__SPARK__CHECKPOINT": str(data / "checkpoint"),
             "KAFKA_HEALTH__DELTA__PATH": str(data / "delta"),
             "KAFKA_HEALTH__EXPORTER__PORT": str(args.metrics_port),
             "KAFKA_HEALTH__SIGNALS__SCRAPE_INTERVAL_SECONDS": str(args.scrape_interval),
@@ -115,10 +114,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
         job.start()
         print(f"""
 kafka-health demo running (Ctrl-C stops everything)
-  broker     {broker.bootstrap} (embedded Tansu), topic {args.topic}
+  metrics    Kafka {broker.bootstrap} (one node, real Apache Kafka), topic {args.topic}
   simulator  cluster {args.cluster}: {args.brokers} brokers, scrape every {args.scrape_interval}s
   delta      {config.delta.path}/{{bronze,broker_signals,cluster_signals,quarantine}}
-  metrics    http://{config.exporter.bind}:{config.exporter.port}/metrics
+  /metrics   http://{config.exporter.bind}:{config.exporter.port}/metrics
 """, flush=True)
         if args.duration:
             # daemon: a stop by signal or a failed query must not wait out the duration
@@ -158,19 +157,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     return job.run_until_stopped()
 
 
-def cmd_broker(args: argparse.Namespace) -> int:
-    from streaming.broker import EmbeddedBroker, create_topic
+def cmd_cluster(args: argparse.Namespace) -> int:
+    from streaming.testbed.demo import run_clusters
 
-    with EmbeddedBroker(port=args.port) as broker:
-        for topic in args.topic:
-            create_topic(broker.bootstrap, topic, partitions=args.partitions)
-        print(f"embedded broker on {broker.bootstrap}; Ctrl-C stops it", flush=True)
-        try:
-            while broker.process is not None and broker.process.poll() is None:
-                time.sleep(0.5)
-        except KeyboardInterrupt:
-            pass
-    return 0
+    return run_clusters(args)
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
@@ -262,9 +252,11 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--config", help="optional YAML to start from (embedded keys win)")
     demo.add_argument("--data-dir", default="data/demo", help="tables and checkpoint")
     demo.add_argument("--topic", default="kafka-metrics")
-    demo.add_argument("--broker-port", type=int, default=None,
-                      help="embedded broker port (default: a free one)")
-    demo.add_argument("--metrics-port", type=int, default=9464)
+    demo.add_argument("--metrics-port", type=int, default=9464,
+                      help="port of the job's Prometheus /metrics (default: 9464)")
+    demo.add_argument("--simulated", action="store_true",
+                      help="no watched Kafka: a simulated cluster produces the metrics "
+                      "(faster to start, every scenario exact)")
     demo.add_argument("--duration", type=float, default=None,
                       help="stop by itself after this many seconds")
     _add_model_args(demo)
@@ -274,12 +266,28 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--config", required=True, help="YAML config file")
     run.set_defaults(func=cmd_run)
 
-    broker = sub.add_parser("broker", help="run the embedded broker (Tansu) until Ctrl-C")
-    broker.add_argument("--port", type=int, default=9092)
-    broker.add_argument("--topic", action="append", default=[],
-                        help="create this topic (repeatable)")
-    broker.add_argument("--partitions", type=int, default=3)
-    broker.set_defaults(func=cmd_broker)
+    cluster = sub.add_parser(
+        "cluster", help="run the embedded Kafka clusters until Ctrl-C",
+        description="Start, on loopback, a watched Kafka cluster of --brokers KRaft nodes "
+        "(broker+controller in one JVM, the Jolokia and jmx_exporter agents attached) and a "
+        "separate one-node metrics cluster for the metrics topics, optionally with the "
+        "shipper carrying the watched brokers' JMX into them. Test-bed settings: faults show "
+        "within seconds (replica.lag.time.max.ms 3 s). Ctrl-C or SIGTERM stops every node.")
+    cluster.add_argument("--data-dir", default=None,
+                         help="keep the nodes' data here (default: a temporary folder)")
+    cluster.add_argument("--brokers", type=int, default=3,
+                         help="watched cluster size, 0 for the metrics cluster only (default: 3)")
+    cluster.add_argument("--metrics-port", type=int, default=None,
+                         help="the metrics cluster's port (default: a free one)")
+    cluster.add_argument("--topic", action="append", default=[],
+                         help="create this metrics topic (repeatable; default: kafka-metrics)")
+    cluster.add_argument("--partitions", type=int, default=3,
+                         help="partitions of each metrics topic (default: 3)")
+    cluster.add_argument("--ship", type=float, default=None, metavar="SECONDS",
+                         help="run the shipper: Jolokia reads to the first topic every SECONDS")
+    cluster.add_argument("--name", default="local",
+                         help="the watched cluster's name in the shipped metrics (default: local)")
+    cluster.set_defaults(func=cmd_cluster)
 
     simulate = sub.add_parser("simulate", help="produce a model cluster's broker metrics",
                               description="Scrape a model cluster every --scrape-interval "

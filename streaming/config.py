@@ -86,7 +86,6 @@ class SourceConfig:
     fail_on_data_loss: bool = True
     kafka: dict[str, str] = field(default_factory=dict)
     secrets: dict[str, SecretRef] = field(default_factory=dict)
-    embedded_broker: bool = False
 
     def validate(self, path: str) -> None:
         if self.engine not in ("python", "spark"):

@@ -31,9 +31,9 @@ def wait_for(condition: Callable[[], Any], timeout: float, what: str, every: flo
 
 @pytest.fixture(scope="session")
 def broker() -> Iterator[Any]:
-    from streaming.broker import EmbeddedBroker
+    from streaming.testbed.kafka import metrics_cluster
 
-    with EmbeddedBroker() as running:
+    with metrics_cluster() as running:
         yield running
 
 
@@ -49,7 +49,7 @@ def spark() -> Iterator[Any]:
 
 @pytest.fixture
 def topic(broker: Any) -> str:
-    from streaming.broker import create_topic
+    from streaming.testbed.kafka import create_topic
 
     name = f"metrics-{uuid.uuid4().hex[:8]}"
     create_topic(broker.bootstrap, name, partitions=3)
@@ -62,8 +62,7 @@ def job_env(broker: Any, topic: str, tmp_path: Path) -> dict[str, str]:
     return {
         "KAFKA_HEALTH__SOURCE__BOOTSTRAP_SERVERS": broker.bootstrap,
         "KAFKA_HEALTH__SOURCE__TOPICS": f'[{{"name": "{topic}", "format": "auto"}}]',
-        "KAFKA_HEALTH__SOURCE__EMBEDDED_BROKER": "true",
-        "KAFKA_HEALTH__SPARK__CHECKPOINT": str(tmp_path / "checkpoint"),
+                "KAFKA_HEALTH__SPARK__CHECKPOINT": str(tmp_path / "checkpoint"),
         "KAFKA_HEALTH__DELTA__PATH": str(tmp_path / "delta"),
         "KAFKA_HEALTH__QUALITY__MAX_TIMESTAMP_SKEW_SECONDS": "86400",
         "KAFKA_HEALTH__SIGNALS__SCRAPE_INTERVAL_SECONDS": "15",

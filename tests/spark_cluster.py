@@ -22,7 +22,7 @@ from typing import Any
 
 import pyspark
 
-from streaming.broker import free_port
+from streaming.testbed.kafka import free_port
 
 SPARK_HOME = Path(pyspark.__file__).resolve().parent
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"

@@ -55,7 +55,7 @@ CHUNK = 10_000
 MIN_RECORDS_PER_TASK = 5_000
 STALL_SECONDS = 60.0
 # Empty reads for this long make the reader check whether the rest of its range still exists
-# (not at once: Tansu under-reports the high watermark while records are in flight).
+# (not at once: a leader change can briefly answer an empty fetch for records that exist).
 GONE_CHECK_SECONDS = 5.0
 # The reader's ranges end at or below the high watermark, so a broker-side long poll only
 # ever waits past a range's end: librdkafka's fetch for the offsets after it is parked for
@@ -267,15 +267,12 @@ class KafkaStreamReader(DataSourceStreamReader):
             options.get("checkpointLocation")
         )
         self._meta: Any = None
-        self._probe: Any = None
         self._unreachable_since: float | None = None
         self._unreachable_logged = 0.0
-        self.probe_high = _as_bool(options.get("highWatermarkProbe"), False)
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_meta"] = None
-        state["_probe"] = None
         return state
 
     # ---- metadata (driver side) ----
@@ -312,41 +309,6 @@ class KafkaStreamReader(DataSourceStreamReader):
         for topic, partition in self._partitions():
             low, high = self._watermarks(topic, partition)
             out.setdefault(topic, {})[str(partition)] = low if which == "earliest" else high
-        if which == "latest" and self.probe_high:
-            out = self._probed(out)
-        return out
-
-    def _probed(self, reported: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
-        """Embedded broker only: read the true high watermark from a Fetch response.
-
-        Tansu's ListOffsets answers base offset of the newest batch + 1, so records after
-        the first of that batch would look unwritten until more data arrives. Fetching the
-        record just below the reported end returns the real high watermark with it.
-        Switched on by highWatermarkProbe=true; a real Kafka never needs it.
-        """
-        from confluent_kafka import Consumer, TopicPartition
-
-        if self._probe is None:
-            conf = client_config(self.options)
-            conf.update({"group.id": "kafka-health-probe", "enable.auto.commit": False,
-                         "fetch.wait.max.ms": 5})
-            self._probe = Consumer(conf)
-        wanted = {(t, int(p)): end for t, parts in reported.items() for p, end in parts.items()
-                  if end > 0}
-        if not wanted:
-            return reported
-        self._probe.assign([TopicPartition(t, p, end - 1) for (t, p), end in wanted.items()])
-        pending, deadline = set(wanted), time.monotonic() + 5.0
-        while pending and time.monotonic() < deadline:
-            for message in self._probe.consume(num_messages=len(pending), timeout=0.2):
-                if message.error() is None:
-                    pending.discard((message.topic(), message.partition()))
-        out = {t: dict(parts) for t, parts in reported.items()}
-        for (topic, partition), end in wanted.items():
-            _, high = self._probe.get_watermark_offsets(TopicPartition(topic, partition),
-                                                        cached=True)
-            if high is not None and high > end:
-                out[topic][str(partition)] = high
         return out
 
     def initialOffset(self) -> dict:
@@ -444,10 +406,10 @@ class KafkaStreamReader(DataSourceStreamReader):
         self._last_end = end
 
     def stop(self) -> None:
-        for client in (self._meta, self._probe):
+        for client in (self._meta,):
             if client is not None:
                 client.close()
-        self._meta = self._probe = None
+        self._meta = None
 
     # ---- data (executor side) ----
     def read(self, partition: ReadTask) -> Iterator[pa.RecordBatch]:

@@ -54,8 +54,6 @@ def read_metrics_stream(spark: SparkSession, config: Config,
         elif ref.env:
             options[f"secretEnv.{key}"] = ref.env
     options["checkpointLocation"] = config.spark.checkpoint
-    if config.source.embedded_broker:
-        options["highWatermarkProbe"] = "true"
     options["maxTasks"] = str(config.source.max_tasks or spark.sparkContext.defaultParallelism)
     options["minRecordsPerTask"] = str(config.source.min_records_per_task)
     if decode is not None:

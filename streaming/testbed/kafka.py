@@ -221,6 +221,7 @@ class KafkaCluster:
         self._tmp = None if directory else tempfile.mkdtemp(prefix=f"kafka-health-{name}-")
         self.directory = Path(directory or self._tmp or "")
         self.cluster_id = _cluster_id()
+        self._exit_hook = False
         replicas = str(min(size, 3))
         self.settings = {
             **FAST_FAULTS,
@@ -248,12 +249,18 @@ class KafkaCluster:
         return next(n for n in self.nodes if n.node_id == node_id)
 
     def start(self, timeout: float = 120.0) -> KafkaCluster:
+        """Format what is not formatted yet (a fresh cluster id when nothing is) and start
+        every node on its ports, waiting until all brokers are registered."""
+        if not any((n.directory / "data" / "meta.properties").exists() for n in self.nodes):
+            self.cluster_id = _cluster_id()
         voters = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in self.nodes)
         for node in self.nodes:
             node.directory.mkdir(parents=True, exist_ok=True)
             node.write_config(voters, self.settings)
             node.format_storage(self.cluster_id)
-        atexit.register(self.stop)
+        if not self._exit_hook:
+            atexit.register(self.stop)
+            self._exit_hook = True
         started = time.monotonic()
         for node in self.nodes:
             node.start()
@@ -290,8 +297,12 @@ class KafkaCluster:
         raise KafkaError(f"{self.name} brokers {sorted(wanted)} not all up within "
                          f"{timeout:.0f}s; see the server.log files under {self.directory}")
 
-    def stop(self) -> None:
-        """Stop every node (all at once: a lone survivor would wait for a lost quorum)."""
+    def stop(self, keep_data: bool = False) -> None:
+        """Stop every node (all at once: a lone survivor would wait for a lost quorum).
+
+        The data goes unless `keep_data`: a temporary directory is removed, a given one
+        has its nodes' folders removed, so the next start() is a new, empty cluster on
+        the same ports."""
         for node in self.nodes:
             if node.running():
                 node.signal(signal.SIGCONT)
@@ -304,15 +315,27 @@ class KafkaCluster:
                 node.process.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 node.kill()
-        if self._tmp:
-            shutil.rmtree(self._tmp, ignore_errors=True)
-            self._tmp = None
+        if not keep_data:
+            for node in self.nodes:
+                shutil.rmtree(node.directory, ignore_errors=True)
 
     def __enter__(self) -> KafkaCluster:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+        if self._tmp:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+
+
+def metrics_cluster(directory: str | Path | None = None, port: int | None = None
+                    ) -> KafkaCluster:
+    """The single-node cluster that holds the metrics topics (no agents: nobody watches it
+    through its own JMX here), on `port` when given."""
+    cluster = KafkaCluster(size=1, directory=directory, agents=False, name="metrics")
+    if port:
+        cluster.nodes[0].port = port
+    return cluster
 
 
 def create_topic(bootstrap: str, name: str, partitions: int = 1, replication: int = 1,

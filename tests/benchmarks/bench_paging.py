@@ -47,11 +47,11 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from streaming import alertpush  # noqa: E402
-from streaming.broker import EmbeddedBroker, create_topic  # noqa: E402
 from streaming.config import load_config  # noqa: E402
 from streaming.exporter import Exporter  # noqa: E402
 from streaming.job import Job, build_spark  # noqa: E402
 from streaming.simulate.model import ClusterModel  # noqa: E402
+from streaming.testbed.kafka import create_topic, metrics_cluster  # noqa: E402
 from tests.e2e.stack import (  # noqa: E402
     PagerDutyReceiver,
     RealtimeDriver,
@@ -100,7 +100,7 @@ def gauge(exporter: Exporter, name: str, **labels: str) -> float:
     return exporter.registry.get_sample_value(name, labels) or 0.0
 
 
-def run_path(path: str, args: argparse.Namespace, broker: EmbeddedBroker, spark: Any,
+def run_path(path: str, args: argparse.Namespace, broker: metrics_cluster, spark: Any,
              workdir: Path) -> dict[str, Any]:
     topic = f"bench-paging-{path}-{int(time.time())}"
     create_topic(broker.bootstrap, topic, partitions=3)
@@ -272,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
         settings["note"] = args.note
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="bench-paging-") as tmp, \
-            EmbeddedBroker() as broker:
+            metrics_cluster() as broker:
         spark = build_spark(load_config(None, environ={}))
         try:
             for path in paths:

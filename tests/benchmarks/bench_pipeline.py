@@ -31,13 +31,13 @@ from typing import Any
 import pyarrow as pa
 from confluent_kafka import Producer
 
-from streaming.broker import EmbeddedBroker, create_topic
 from streaming.decode.packing import unpack
 from streaming.decode.records import DecodeContext
 from streaming.simulate.formats import jolokia_single
 from streaming.simulate.model import ClusterModel
 from streaming.simulate.samples import broker_samples
 from streaming.source.kafka_python import CHUNK, KafkaStreamReader, reader_config
+from streaming.testbed.kafka import create_topic, metrics_cluster
 
 REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
@@ -70,15 +70,11 @@ def single_sample_messages(count: int, start: float) -> list[tuple[bytes, bytes]
 
 def prefill(bootstrap: str, topic: str, messages: Iterable[tuple[bytes, bytes]],
             partitions: int = PARTITIONS) -> float:
-    """Round-robin over `partitions`, then one lone record per partition (the messages +
-    `partitions` records in all). Returns the mean message size in bytes."""
+    """Round-robin over `partitions`. Returns the mean message size in bytes."""
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5,
                          "batch.num.messages": 10000, "queue.buffering.max.messages": 1000000})
-    first: list[tuple[bytes, bytes]] = []
     count = size = 0
     for i, (key, value) in enumerate(messages):
-        if len(first) < partitions:
-            first.append((key, value))
         count, size = count + 1, size + len(value)
         while True:
             try:
@@ -87,10 +83,6 @@ def prefill(bootstrap: str, topic: str, messages: Iterable[tuple[bytes, bytes]],
             except BufferError:
                 producer.poll(0.05)
     producer.flush(120)
-    for p in range(partitions):  # Tansu's ListOffsets gap: end each partition with a lone record
-        key, value = first[p % len(first)]
-        producer.produce(topic, value=value, key=key, partition=p)
-        producer.flush(30)
     return size / max(count, 1)
 
 
@@ -99,7 +91,7 @@ def raw_limit(bootstrap: str, topic: str, total: int) -> dict[str, float]:
     in turn, consuming, decoding, packing and unpacking in this one process."""
     ctx = DecodeContext(topic_formats={topic: "jolokia"}, max_skew_seconds=10 ** 9)
     reader = KafkaStreamReader({"kafka.bootstrap.servers": bootstrap, "subscribe": topic,
-                                "decode": ctx.to_json(), "highWatermarkProbe": "true"})
+                                "decode": ctx.to_json()})
     tasks = reader.partitions(reader.initialOffset(), reader.latestOffset())
     reader.stop()
     samples = 0
@@ -194,8 +186,7 @@ def full_job(bootstrap: str, topic: str, total: int, cap: int,
     config = load_config(None, environ={
         "KAFKA_HEALTH__SOURCE__BOOTSTRAP_SERVERS": bootstrap,
         "KAFKA_HEALTH__SOURCE__TOPICS": json.dumps([{"name": topic, "format": "jolokia"}]),
-        "KAFKA_HEALTH__SOURCE__EMBEDDED_BROKER": "true",
-        "KAFKA_HEALTH__SOURCE__MAX_OFFSETS_PER_TRIGGER": str(cap),
+                "KAFKA_HEALTH__SOURCE__MAX_OFFSETS_PER_TRIGGER": str(cap),
         "KAFKA_HEALTH__SPARK__TRIGGER_SECONDS": str(trigger_seconds),
         "KAFKA_HEALTH__SPARK__CHECKPOINT": str(work / "checkpoint"),
         "KAFKA_HEALTH__DELTA__PATH": str(work / "delta"),
@@ -252,7 +243,7 @@ def main() -> None:
                              "that cap/trigger, the job's rate limit, does not cap the figure")
     args = parser.parse_args()
     start = time.time() - 3600
-    with EmbeddedBroker() as broker:
+    with metrics_cluster() as broker:
         topic = "bench-metrics"
         create_topic(broker.bootstrap, topic, partitions=PARTITIONS)
         size = prefill(broker.bootstrap, topic, single_sample_stream(args.messages, start))

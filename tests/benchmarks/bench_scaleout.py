@@ -31,7 +31,7 @@ REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from streaming.broker import EmbeddedBroker, create_topic, free_port  # noqa: E402
+from streaming.testbed.kafka import create_topic, free_port, metrics_cluster  # noqa: E402
 from tests.benchmarks.bench_pipeline import full_job, prefill, single_sample_messages  # noqa: E402
 from tests.spark_cluster import StandaloneCluster, driver_ui_conf, executors  # noqa: E402
 
@@ -82,7 +82,7 @@ def main() -> None:
     size = sum(len(v) for _, v in messages) / len(messages)
     total = args.messages + args.partitions  # prefill ends each partition with a lone record
     work = Path(tempfile.mkdtemp(prefix="kh-scaleout-"))
-    with EmbeddedBroker() as broker, StandaloneCluster(work / "cluster") as cluster:
+    with metrics_cluster() as broker, StandaloneCluster(work / "cluster") as cluster:
         topic = "bench-scaleout"
         create_topic(broker.bootstrap, topic, partitions=args.partitions)
         prefill(broker.bootstrap, topic, messages, partitions=args.partitions)

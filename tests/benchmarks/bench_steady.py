@@ -40,11 +40,11 @@ REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from streaming.broker import EmbeddedBroker, create_topic, free_port  # noqa: E402
 from streaming.catalog import load_catalog  # noqa: E402
 from streaming.simulate.formats import _object_name  # noqa: E402
 from streaming.simulate.model import ClusterModel  # noqa: E402
 from streaming.simulate.samples import broker_samples  # noqa: E402
+from streaming.testbed.kafka import create_topic, free_port, metrics_cluster  # noqa: E402
 from tests.benchmarks.proctree import tree_rss_mb  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -129,14 +129,13 @@ def main() -> int:
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="kh-steady-"))
     port = free_port()
-    with EmbeddedBroker() as broker:
+    with metrics_cluster() as broker:
         topic = "metrics-steady"
         create_topic(broker.bootstrap, topic, partitions=3)
         env = {**os.environ,
                "KAFKA_HEALTH__SOURCE__BOOTSTRAP_SERVERS": broker.bootstrap,
                "KAFKA_HEALTH__SOURCE__TOPICS": json.dumps([{"name": topic, "format": "jolokia"}]),
-               "KAFKA_HEALTH__SOURCE__EMBEDDED_BROKER": "true",
-               "KAFKA_HEALTH__SPARK__CHECKPOINT": str(work / "checkpoint"),
+                              "KAFKA_HEALTH__SPARK__CHECKPOINT": str(work / "checkpoint"),
                "KAFKA_HEALTH__DELTA__PATH": str(work / "delta"),
                "KAFKA_HEALTH__EXPORTER__PORT": str(port),
                "KAFKA_HEALTH__SIGNALS__SCRAPE_INTERVAL_SECONDS": "1"}

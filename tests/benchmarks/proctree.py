@@ -45,7 +45,7 @@ class Process:
 
 
 def kind_of(cmdline: str) -> str:
-    return ("jvm" if "java" in cmdline.split(" ")[0] else "broker" if "tansu" in cmdline
+    return ("broker" if " kafka.Kafka " in cmdline else "jvm" if "java" in cmdline.split(" ")[0]
             else "python-worker" if "pyspark" in cmdline else "python-driver")
 
 

@@ -28,7 +28,7 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
 
-from streaming.broker import free_port
+from streaming.testbed.kafka import free_port
 from tests.dashboards import validator as v
 from tests.e2e.stack import poll, start_prometheus
 

@@ -306,7 +306,7 @@ def test_compose_stack() -> None:
         mode = service.get("network_mode", "")
         if mode.startswith("service:"):
             assert mode.split(":", 1)[1] in services
-    assert services["broker"]["command"][:2] == ["kafka-health", "broker"]
+    assert services["broker"]["command"][:2] == ["kafka-health", "cluster"]
     assert services["job"]["command"][:2] == ["kafka-health", "run"]
     # Prometheus reaches the job under the name its scrape config uses.
     assert "kafka-health-metrics" in services["broker"]["networks"]["default"]["aliases"]
@@ -319,7 +319,7 @@ def test_compose_job_environment_is_a_valid_config() -> None:
     job = yaml.safe_load((DEPLOY / "compose.yaml").read_text())["services"]["job"]
     config = load_config(DEPLOY / "config.example.yaml",
                          environ={k: str(v) for k, v in job["environment"].items()})
-    assert config.exporter.bind == "0.0.0.0" and config.source.embedded_broker
+    assert config.exporter.bind == "0.0.0.0"
 
 
 # --- spark-submit.sh and spark_main.py ----------------------------------------------

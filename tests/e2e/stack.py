@@ -1,6 +1,7 @@
 """The real paging chain on loopback, for tests/e2e and tests/benchmarks/bench_paging.py.
 
-    simulator (realtime) -> Tansu -> streaming job (in-process Spark) -> Exporter /metrics
+    simulator (realtime) -> the metrics cluster (real Kafka)
+      -> streaming job (in-process Spark) -> Exporter /metrics
       -> prometheus (scrape + alerts/kafka-health.rules.yml) -> alertmanager
       (alerts/alertmanager.yml rendered with a local PagerDuty url) -> PagerDutyReceiver
 
@@ -27,9 +28,9 @@ from typing import Any
 
 import yaml
 
-from streaming.broker import free_port
 from streaming.simulate.model import ClusterModel
 from streaming.simulate.runner import Simulator
+from streaming.testbed.kafka import free_port
 from tests.alerts.amconfig import render_alertmanager_config
 
 REPO = Path(__file__).resolve().parents[2]
@@ -366,8 +367,7 @@ def job_environment(bootstrap: str, topic: str, root: Path, trigger: float,
     env = {
         "KAFKA_HEALTH__SOURCE__BOOTSTRAP_SERVERS": bootstrap,
         "KAFKA_HEALTH__SOURCE__TOPICS": f'[{{"name": "{topic}", "format": "auto"}}]',
-        "KAFKA_HEALTH__SOURCE__EMBEDDED_BROKER": "true",
-        "KAFKA_HEALTH__SPARK__CHECKPOINT": str(root / "checkpoint"),
+                "KAFKA_HEALTH__SPARK__CHECKPOINT": str(root / "checkpoint"),
         "KAFKA_HEALTH__SPARK__TRIGGER_SECONDS": str(trigger),
         "KAFKA_HEALTH__DELTA__PATH": str(root / "delta"),
         "KAFKA_HEALTH__SIGNALS__SCRAPE_INTERVAL_SECONDS": str(scrape_interval),

@@ -1,7 +1,8 @@
 """Every dashboard query against a real Prometheus scraping the running pipeline.
 
     `kafka-health demo`'s model (streaming.cli defaults: 3 brokers, 4 topics x 6 partitions,
-      RF 3, min ISR 2) -> RealtimeDriver (1 s scrapes) -> Tansu -> the streaming job
+      RF 3, min ISR 2) -> RealtimeDriver (1 s scrapes)
+      -> the metrics cluster (real Kafka) -> the streaming job
       (in-process on the session's local Spark, 0.5 s trigger) -> Exporter /metrics
       -> prometheus (scrape every 1 s) -> tests/dashboards/validator.run_panel_queries
 
@@ -28,10 +29,10 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
-from streaming.broker import create_topic, free_port
 from streaming.cli import _model as demo_model
 from streaming.cli import build_parser, demo_events
 from streaming.exporter import Exporter
+from streaming.testbed.kafka import create_topic, free_port
 from tests.conftest import wait_for
 from tests.dashboards import validator as v
 from tests.e2e.stack import RealtimeDriver, job_environment, prom_query, start_prometheus, which

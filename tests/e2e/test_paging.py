@@ -1,6 +1,7 @@
 """Paging end to end, every piece real, on loopback.
 
-    simulator (realtime, 1 s scrapes) -> Tansu -> streaming job (0.5 s trigger, in-process)
+    simulator (realtime, 1 s scrapes) -> the metrics cluster (real Kafka)
+      -> streaming job (0.5 s trigger, in-process)
       -> Exporter /metrics -> prometheus (scrape + evaluation every 1 s, the committed
       alerts/kafka-health.rules.yml) -> alertmanager (alerts/alertmanager.yml rendered with
       PagerDuty pointed at a local receiver, group_interval 2 s) -> PagerDutyReceiver
@@ -64,10 +65,10 @@ def hold(seconds: float, check) -> None:
 def chain(broker, spark, tmp_path_factory) -> Iterator[SimpleNamespace]:
     if which("prometheus") is None or which("alertmanager", "prometheus-alertmanager") is None:
         pytest.skip("prometheus/alertmanager not on PATH: run deploy/install-prometheus.sh")
-    from streaming.broker import create_topic
     from streaming.config import load_config
     from streaming.exporter import Exporter
     from streaming.job import Job
+    from streaming.testbed.kafka import create_topic
 
     tmp = tmp_path_factory.mktemp("paging")
     topic = f"paging-{int(time.time())}"

@@ -16,11 +16,11 @@ import yaml
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
-from streaming.broker import free_port
 from streaming.config import Config, load_config
 from streaming.exporter import Exporter
 from streaming.job import Job
 from streaming.planning_daemons import PLANNING_MODULES
+from streaming.testbed.kafka import free_port
 from tests.benchmarks.proctree import process_tree
 from tests.conftest import wait_for
 
@@ -159,13 +159,13 @@ def truth_mismatches(signals: pd.DataFrame, truth_rows: list[dict[str, Any]],
 def config_file(directory: Path, bootstrap: str, topic: str, max_offsets: int = 6,
                 trigger_seconds: float = 0.2, spark: dict[str, Any] | None = None,
                 source: dict[str, Any] | None = None) -> Path:
-    """A config file for `kafka-health run` on the embedded broker under `directory`;
+    """A config file for `kafka-health run` on the metrics cluster under `directory`;
     `spark` and `source` add keys to those sections."""
     directory.mkdir(parents=True, exist_ok=True)
     config = {
         "spark": {"checkpoint": str(directory / "checkpoint"), "trigger_seconds": trigger_seconds,
                   **(spark or {})},
-        "source": {"bootstrap_servers": bootstrap, "embedded_broker": True,
+        "source": {"bootstrap_servers": bootstrap,
                    "topics": [{"name": topic, "format": "jolokia"}],
                    "max_offsets_per_trigger": max_offsets, **(source or {})},
         "delta": {"path": str(directory / "delta")},

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from streaming.broker import EmbeddedBroker, create_topic
 from streaming.exporter import Exporter
 from streaming.simulate.model import ClusterModel
 from streaming.simulate.runner import Simulator
+from streaming.testbed.kafka import create_topic, metrics_cluster
 from tests.conftest import wait_for
 from tests.integration.helpers import count, running_job
 
@@ -39,7 +39,7 @@ def gauge(exporter: Exporter, name: str) -> float | None:
 
 @pytest.mark.parametrize("fail_on_data_loss", [False, True])
 def test_broker_restarted_with_its_data_gone(spark, tmp_path, fail_on_data_loss: bool):
-    broker = EmbeddedBroker().start()
+    broker = metrics_cluster().start()
     topic = "metrics-restart"
     try:
         create_topic(broker.bootstrap, topic, partitions=3)
@@ -47,8 +47,7 @@ def test_broker_restarted_with_its_data_gone(spark, tmp_path, fail_on_data_loss:
         env = {
             "KAFKA_HEALTH__SOURCE__BOOTSTRAP_SERVERS": broker.bootstrap,
             "KAFKA_HEALTH__SOURCE__TOPICS": f'[{{"name": "{topic}", "format": "auto"}}]',
-            "KAFKA_HEALTH__SOURCE__EMBEDDED_BROKER": "true",
-            "KAFKA_HEALTH__SOURCE__FAIL_ON_DATA_LOSS": str(fail_on_data_loss).lower(),
+                        "KAFKA_HEALTH__SOURCE__FAIL_ON_DATA_LOSS": str(fail_on_data_loss).lower(),
             "KAFKA_HEALTH__SPARK__CHECKPOINT": str(tmp_path / "checkpoint"),
             "KAFKA_HEALTH__DELTA__PATH": str(tmp_path / "delta"),
             "KAFKA_HEALTH__QUALITY__MAX_TIMESTAMP_SKEW_SECONDS": "86400",

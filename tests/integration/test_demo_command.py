@@ -1,6 +1,7 @@
-"""The README's first command, `kafka-health demo`, as an operator runs it: its own process,
-the simulated cluster's metrics reach the exported gauges and Delta, and a SIGTERM (Ctrl-C,
-`docker stop`, a pod eviction) ends it promptly and cleanly even with --duration pending."""
+"""`kafka-health demo --simulated` as an operator runs it: its own process, the simulated
+cluster's metrics (through the real metrics cluster) reach the exported gauges and Delta,
+and a SIGTERM (Ctrl-C, `docker stop`, a pod eviction) ends it promptly and cleanly even
+with --duration pending."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from streaming.broker import free_port
+from streaming.testbed.kafka import free_port
 from tests.benchmarks.bench_steady import gauge
 from tests.conftest import wait_for
 from tests.integration.helpers import count
@@ -20,7 +21,7 @@ def test_the_demo_exports_broker_gauges_and_stops_on_sigterm(tmp_path: Path) -> 
     port = free_port()
     log = tmp_path / "demo.log"
     demo = subprocess.Popen(
-        [sys.executable, "-m", "streaming.cli", "demo", "--data-dir", str(tmp_path / "data"),
+        [sys.executable, "-m", "streaming.cli", "demo", "--simulated", "--data-dir", str(tmp_path / "data"),
          "--metrics-port", str(port), "--scrape-interval", "1", "--duration", "3600"],
         stdout=open(log, "wb"), stderr=subprocess.STDOUT, start_new_session=True,  # noqa: SIM115
     )

@@ -10,10 +10,10 @@ import uuid
 import pandas as pd
 import pytest
 
-from streaming.broker import create_topic
 from streaming.simulate.formats import ENCODERS
 from streaming.simulate.model import ClusterModel
 from streaming.simulate.runner import Event, Simulator
+from streaming.testbed.kafka import create_topic
 from tests.integration.helpers import run_until, table
 
 pytestmark = pytest.mark.integration

@@ -1,4 +1,4 @@
-"""The walking skeleton on real components: Tansu + local Spark + Delta (delta-rs)."""
+"""The walking skeleton on real components: a real Kafka metrics cluster + local Spark + Delta (delta-rs)."""
 
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
-from streaming.broker import create_topic, free_port
+from streaming.testbed.kafka import create_topic, free_port
 from tests.benchmarks.bench_pipeline import prefill, single_sample_messages
 from tests.conftest import wait_for
 from tests.integration.helpers import (

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from streaming.broker import free_port
 from streaming.config import load_config
 from streaming.exporter import Exporter
 from streaming.job import LagProbe, ProgressListener
+from streaming.testbed.kafka import free_port
 
 
 def source_up_when_idle(bootstrap: str, last_end: dict[str, Any] | None) -> float | None:
