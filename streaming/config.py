@@ -148,9 +148,20 @@ class IdentityConfig:
 @dataclass
 class QualityConfig:
     max_timestamp_skew_seconds: float = 900.0
+    # A sample time this far from the wall clock is quarantined (timestamp_out_of_range):
+    # a producer with a broken clock would otherwise open windows decades away, which every
+    # later batch then reads around. Null: no limit that way.
+    max_ahead_of_wall_clock_seconds: float | None = 600.0
+    max_behind_wall_clock_seconds: float | None = 7 * 86400.0
     max_message_bytes: int = 10 * 1024 * 1024
     validate_every_n_batches: int = 10
     sample_rows: int = 5000
+
+    def validate(self, path: str) -> None:
+        for name in ("max_ahead_of_wall_clock_seconds", "max_behind_wall_clock_seconds"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise ConfigError(f"{path}.{name}: must be > 0 seconds or null (no limit)")
 
 
 @dataclass

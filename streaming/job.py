@@ -67,6 +67,9 @@ from streaming.sinks.delta_rs import DeltaRsTable, Scope
 from streaming.source.reader import read_decoded_stream
 
 LOG = logging.getLogger("kafka_health.job")
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+MIN_MICROS = (datetime.min.replace(tzinfo=UTC) - EPOCH) // timedelta(microseconds=1)
+MAX_MICROS = (datetime.max.replace(tzinfo=UTC) - EPOCH) // timedelta(microseconds=1)
 TABLES = ("bronze", "quarantine", "broker_signals", "cluster_signals", "incidents", "dq_results",
           "partition_headroom")
 TS = pa.timestamp("us", "UTC")
@@ -284,7 +287,7 @@ class BatchProcessor:
         facts = BatchStats(
             batch_id=batch_id, records=records, bronze_rows=bronze.num_rows,
             quarantined=rejected.num_rows,
-            newest_event=pc.max(bronze["ts"]).as_py() if bronze.num_rows else None,
+            newest_event=newest_event(bronze),
             timings=timings,
         )
         self.facts[batch_id] = facts
@@ -587,6 +590,23 @@ class BatchProcessor:
             push_incidents(self.config.alert_push, incidents.to_pylist())
 
 
+def _micros_to_datetime(micros: int) -> datetime | None:
+    """A UTC datetime, or None for a time Python's datetime cannot hold."""
+    try:
+        return EPOCH + timedelta(microseconds=micros)
+    except OverflowError:
+        return None
+
+
+def newest_event(bronze: pa.Table) -> datetime | None:
+    """The newest sample time of a batch (None without one Python can represent): progress
+    reporting must not fail a batch whose bronze is already committed."""
+    if not bronze.num_rows:
+        return None
+    newest = pc.max(bronze["ts"].cast(pa.int64())).as_py()
+    return None if newest is None else _micros_to_datetime(newest)
+
+
 def touched_spans(ts: pa.ChunkedArray, window_seconds: int, lookback_seconds: int
                   ) -> list[tuple[datetime, datetime]]:
     """The windows a batch touched, as [first, last] window-start spans to recompute.
@@ -594,10 +614,16 @@ def touched_spans(ts: pa.ChunkedArray, window_seconds: int, lookback_seconds: in
     Each span also covers the window after its last one (its first counter delta depends
     on the previous sample). Windows closer than the counter look-back share a span;
     farther ones get their own, so one late scrape from hours ago re-reads its own
-    windows, not every sample in between.
+    windows, not every sample in between. Windows whose span would leave Python's datetime
+    range are left out (decoding quarantines such times; this keeps a bronze table written
+    before that from failing every batch).
     """
     width = window_seconds * 1_000_000
     starts = np.unique(window_starts(ts, window_seconds).to_numpy())
+    representable = (starts >= MIN_MICROS) & (starts <= MAX_MICROS - 2 * width)
+    if not representable.all():
+        LOG.warning("%d windows outside the datetime range skipped", int((~representable).sum()))
+        starts = starts[representable]
     join_gap = lookback_seconds * 1_000_000 + 2 * width
     spans: list[list[int]] = []
     for start in starts.tolist():
@@ -607,7 +633,7 @@ def touched_spans(ts: pa.ChunkedArray, window_seconds: int, lookback_seconds: in
             spans.append([start, start])
 
     def moment(micros: int) -> datetime:
-        return datetime.fromtimestamp(micros / 1e6, UTC)
+        return EPOCH + timedelta(microseconds=micros)
 
     return [(moment(lo), moment(hi + width)) for lo, hi in spans]
 

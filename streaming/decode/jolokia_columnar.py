@@ -15,7 +15,7 @@ containing NaN/Inf literals (Arrow accepts them, strict JSON does not), records 
 parse (a failing chunk is cut around the bad record, so one does not cost the whole chunk),
 bulk or pattern reads and objects without an attribute, a status other than 200, values or
 timestamps at or past 2**53 (where integer and float parsing may round apart), and every
-record the quality rules (negative counter, timestamp skew), the catalog (malformed MBean)
+record the quality rules (negative counter, timestamp skew or range), the catalog (malformed MBean)
 or identity resolution (no broker) would reject.
 """
 
@@ -165,8 +165,10 @@ def _valid(column: pa.Array) -> np.ndarray:
 
 
 def decode(batch: pa.RecordBatch, topics: set[str], max_bytes: int, resolver: Any,
-           catalog: Catalog, ingest: datetime, max_skew: float) -> Decoded:
-    """Decode what can be decoded here from the records of `topics` (Jolokia or auto)."""
+           catalog: Catalog, ingest: datetime, max_skew: float,
+           bounds: tuple[float, float] = (-np.inf, np.inf)) -> Decoded:
+    """Decode what can be decoded here from the records of `topics` (Jolokia or auto);
+    `bounds` are the earliest and latest believable record and sample times."""
     column = batch.column("value")
     wanted = pc.is_in(batch.column("topic"), value_set=pa.array(sorted(topics), pa.string()))
     wanted = wanted.to_numpy(zero_copy_only=False)
@@ -180,7 +182,8 @@ def decode(batch: pa.RecordBatch, topics: set[str], max_bytes: int, resolver: An
     pieces, kept = [], []
     for table, where in _parse(values, positions, [FAILED_PARSES_PER_CHUNK]):
         records = _rows_at(batch, where)
-        piece, rows = _decode_piece(table, records, resolver, catalog, ingest, max_skew)
+        piece, rows = _decode_piece(table, records, resolver, catalog, ingest, max_skew,
+                                    bounds)
         if piece is not None:
             rows = np.asarray(where, dtype=np.int64)[rows]
             pieces.append(piece)
@@ -270,7 +273,8 @@ def _identities(records: pa.RecordBatch, url: pa.Array, pairs: _Pairs, resolver:
 
 
 def _decode_piece(table: pa.Table, records: pa.RecordBatch, resolver: Any, catalog: Catalog,
-                  ingest: datetime, max_skew: float) -> tuple[pa.RecordBatch | None, np.ndarray]:
+                  ingest: datetime, max_skew: float, bounds: tuple[float, float]
+                  ) -> tuple[pa.RecordBatch | None, np.ndarray]:
     """Decoded rows of one parsed piece and the piece rows they came from."""
     request = table.column("request").combine_chunks()
     mbean, attribute = request.field("mbean"), request.field("attribute")
@@ -298,7 +302,9 @@ def _decode_piece(table: pa.Table, records: pa.RecordBatch, resolver: Any, catal
               & (no_ts | (np.abs(ts) < EXACT_LIMIT))
               & ~(is_counter[np.maximum(pairs.row, 0)] & (value < 0))
               & (no_ts | ~(np.abs(ts - record_ts) > max_skew))
-              & (np.abs(event_us) < float(2**62)))
+              & (np.abs(event_us) < float(2**62))
+              & (record_ts >= bounds[0]) & (record_ts <= bounds[1])
+              & (event_us >= bounds[0] * 1e6) & (event_us <= bounds[1] * 1e6))
     identity, clusters, brokers = _identities(records, url, pairs, resolver)
     ok &= identity >= 0
     rows = np.flatnonzero(ok)

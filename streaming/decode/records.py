@@ -35,6 +35,10 @@ DECODERS: dict[str, ModuleType] = {
     "telegraf": telegraf,
 }
 RAW_KEEP_BYTES = 1 << 20  # quarantined payloads above 1 MiB keep their head only
+# Sample times outside these (epoch seconds) are rejected whatever the configuration: past
+# them the job's own time arithmetic (windows, days, Delta bounds) leaves Python's datetime.
+EARLIEST_TS = 0.0
+LATEST_TS = datetime(9999, 1, 1, tzinfo=UTC).timestamp()
 DROP_LABELS = ("job", "__name__")
 
 
@@ -57,6 +61,10 @@ class DecodeContext:
     identity: IdentityConfig = field(default_factory=IdentityConfig)
     max_skew_seconds: float = 900.0
     max_message_bytes: int = 10 * 1024 * 1024
+    # How far a sample's time may be ahead of / behind the wall clock (None: no limit).
+    # No limit here and the limits in QualityConfig: the job always goes through the latter.
+    max_ahead_seconds: float | None = None
+    max_behind_seconds: float | None = None
 
     @classmethod
     def from_config(cls, config: Config) -> DecodeContext:
@@ -66,7 +74,18 @@ class DecodeContext:
             identity=config.identity,
             max_skew_seconds=config.quality.max_timestamp_skew_seconds,
             max_message_bytes=config.quality.max_message_bytes,
+            max_ahead_seconds=config.quality.max_ahead_of_wall_clock_seconds,
+            max_behind_seconds=config.quality.max_behind_wall_clock_seconds,
         )
+
+    def time_bounds(self, now: datetime) -> tuple[float, float]:
+        """The [earliest, latest] sample time (epoch seconds) believable at `now`."""
+        stamp = now.timestamp()
+        earliest = EARLIEST_TS if self.max_behind_seconds is None else max(
+            EARLIEST_TS, stamp - self.max_behind_seconds)
+        latest = LATEST_TS if self.max_ahead_seconds is None else min(
+            LATEST_TS, stamp + self.max_ahead_seconds)
+        return earliest, latest
 
     def to_json(self) -> str:
         """For a data source option (options are strings): the Python source decodes too."""
@@ -143,7 +162,14 @@ def detect_format(doc: Any) -> str | None:
     return None
 
 
-def _check(obs: Observation, record_ts: float, max_skew: float) -> Rejected | None:
+def _out_of_range(what: str, ts: float, bounds: tuple[float, float]) -> str:
+    """The detail of a time outside `bounds`, in epoch seconds (it may be no datetime)."""
+    return (f"{what} at {ts:.0f} is outside [{bounds[0]:.0f}, {bounds[1]:.0f}] "
+            "(epoch seconds: the configured distance from the wall clock)")
+
+
+def _check(obs: Observation, record_ts: float, max_skew: float,
+           bounds: tuple[float, float]) -> Rejected | None:
     """The hard rules: values a signal could be computed from, at a believable time."""
     name = obs.metric or obs.raw_name or "?"
     if not math.isfinite(obs.value):
@@ -155,6 +181,9 @@ def _check(obs: Observation, record_ts: float, max_skew: float) -> Rejected | No
             "timestamp_skew",
             f"{name} at {obs.ts:.0f} is {obs.ts - record_ts:+.0f}s from the record time",
         )
+    ts = obs.ts if obs.ts is not None else record_ts
+    if not bounds[0] <= ts <= bounds[1]:
+        return Rejected("timestamp_out_of_range", _out_of_range(name, ts, bounds))
     return None
 
 
@@ -216,7 +245,7 @@ def decode_record_batch(
     if not topics:
         return _decode_records(batch, ctx, catalog, resolver, ingest).batch()
     fast = jolokia_columnar.decode(batch, topics, ctx.max_message_bytes, resolver, catalog,
-                                   ingest, ctx.max_skew_seconds)
+                                   ingest, ctx.max_skew_seconds, ctx.time_bounds(ingest))
     if not fast.pieces:
         return _decode_records(batch, ctx, catalog, resolver, ingest).batch()
     if len(fast.rest) == 0 and len(fast.pieces) == 1:
@@ -243,14 +272,21 @@ def _decode_records(batch: pa.RecordBatch, ctx: DecodeContext, catalog: Catalog,
     labels_cache: dict[tuple[tuple[str, str], ...], list[tuple[str, str]]] = {}
     identity_cache: dict[tuple[Any, ...], tuple[str, str | None]] = {}
     max_skew = ctx.max_skew_seconds
-    data = batch.to_pydict()
+    bounds = ctx.time_bounds(ingest)
+    data = batch.drop_columns(["timestamp"]).to_pydict()
+    # As integers: a producer may write a time no datetime can hold (to_pydict raised).
+    record_us = batch.column("timestamp").cast(pa.int64()).to_pylist()
     record_col = out.record
-    for position, (key, value, topic, part, off, rec_time) in enumerate(zip(
+    for position, (key, value, topic, part, off, rec_us) in enumerate(zip(
         data["key"], data["value"], data["topic"], data["partition"], data["offset"],
-        data["timestamp"], strict=True,
+        record_us, strict=True,
     )):
         fmt = ctx.topic_formats.get(topic, "auto")
-        record_ts = rec_time.timestamp() if rec_time is not None else ingest.timestamp()
+        record_ts = rec_us / 1_000_000 if rec_us is not None else ingest.timestamp()
+        if not bounds[0] <= record_ts <= bounds[1]:
+            out.append_reject(f"timestamp_out_of_range: {_out_of_range('record', record_ts, bounds)}",
+                              value, fmt, topic, part, off, position)
+            continue
         try:
             if not value:
                 raise DecodeError("empty_value")
@@ -285,7 +321,7 @@ def _decode_records(batch: pa.RecordBatch, ctx: DecodeContext, catalog: Catalog,
                     rejected.append(obs)
                     continue
                 obs_hints = getattr(obs, "hints", hints)
-            bad = _check(obs, record_ts, max_skew)
+            bad = _check(obs, record_ts, max_skew, bounds)
             if bad is None:
                 items = tuple(obs.labels.items())
                 ident_key = (tuple(i for i in items if i[0] in strip),
