@@ -76,6 +76,10 @@ def demo_events(brokers: int, period: float = 300.0):  # noqa: ANN201
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    if not args.simulated:
+        from streaming.testbed.demo import run_real_demo
+
+        return run_real_demo(args)
     from streaming.exporter import Exporter
     from streaming.job import Job
     from streaming.simulate.runner import Simulator
@@ -83,7 +87,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     data = Path(args.data_dir).resolve()
     data.mkdir(parents=True, exist_ok=True)
-    broker = metrics_cluster(port=args.broker_port, log_path=data / "broker.log").start()
+    broker = metrics_cluster(data / "kafka-metrics").start()
     stop = threading.Event()
     try:
         create_topic(broker.bootstrap, args.topic, partitions=3)
@@ -92,7 +96,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
             "KAFKA_HEALTH__SOURCE__BOOTSTRAP_SERVERS": broker.bootstrap,
             "KAFKA_HEALTH__SOURCE__TOPICS": json.dumps([{"name": args.topic,
                                                          "format": "jolokia"}]),
-                        "KAFKA_HEALTH__SPARK__CHECKPOINT": str(data / "checkpoint"),
+            "KAFKA_HEALTH__SPARK__CHECKPOINT": str(data / "checkpoint"),
             "KAFKA_HEALTH__DELTA__PATH": str(data / "delta"),
             "KAFKA_HEALTH__EXPORTER__PORT": str(args.metrics_port),
             "KAFKA_HEALTH__SIGNALS__SCRAPE_INTERVAL_SECONDS": str(args.scrape_interval),
@@ -246,14 +250,19 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     demo = sub.add_parser("demo", help="run everything locally on the embedded default",
-                          description="Start the embedded broker, a simulated cluster with a "
-                          "recurring fault cycle, the streaming job on local Spark, Delta "
-                          "tables under --data-dir and the /metrics endpoint.")
+                          description="Start a real 3-node Kafka cluster (watched) and a "
+                          "one-node metrics cluster on loopback, the shipper, an acks=all "
+                          "producer, the streaming job on local Spark (Delta tables under "
+                          "--data-dir, /metrics), and a recurring cycle of real faults, "
+                          "narrating incidents as they open and resolve. --simulated uses "
+                          "the simulator instead of the watched cluster.")
     demo.add_argument("--config", help="optional YAML to start from (embedded keys win)")
     demo.add_argument("--data-dir", default="data/demo", help="tables and checkpoint")
     demo.add_argument("--topic", default="kafka-metrics")
     demo.add_argument("--metrics-port", type=int, default=9464,
                       help="port of the job's Prometheus /metrics (default: 9464)")
+    demo.add_argument("--fault-period", type=float, default=300.0,
+                      help="seconds per fault cycle on the real cluster (default: 300)")
     demo.add_argument("--simulated", action="store_true",
                       help="no watched Kafka: a simulated cluster produces the metrics "
                       "(faster to start, every scenario exact)")

@@ -22,6 +22,10 @@ def cluster_signals(broker_rows: pa.Table) -> pa.Table:
     ActiveControllerCount is 1 only on the active controller (KRaft): the healthy sum is 1.
     UnderMinIsrPartitionCount counts led partitions only, so the sum does not double count.
     A sum over brokers none of which reported the metric stays null ("no data"), not 0.
+    Unclean elections take the max over brokers, not the sum: under KRaft every controller
+    replays the metadata log and counts each unclean election it applies, so one election
+    raises UncleanLeaderElectionsPerSec on several nodes (seen on Kafka 4.4: +1 on two of
+    three combined nodes for a single election).
     """
     schema = arrow_schema("cluster_signals")
     if broker_rows.num_rows == 0:
@@ -33,7 +37,7 @@ def cluster_signals(broker_rows: pa.Table) -> pa.Table:
         ("active_controller_last", "sum", skip_nulls),
         ("under_min_isr_max", "sum", skip_nulls),
         ("under_replicated_max", "sum", skip_nulls),
-        ("unclean_elections_increase", "sum", skip_nulls),
+        ("unclean_elections_increase", "max", skip_nulls),
     ])
     now = datetime.now(UTC)
     return pa.table({
@@ -43,6 +47,6 @@ def cluster_signals(broker_rows: pa.Table) -> pa.Table:
         "active_controllers": grouped["active_controller_last_sum"],
         "under_min_isr_total": grouped["under_min_isr_max_sum"],
         "under_replicated_total": grouped["under_replicated_max_sum"],
-        "unclean_elections_increase": grouped["unclean_elections_increase_sum"],
+        "unclean_elections_increase": grouped["unclean_elections_increase_max"],
         "updated_at": pa.array([now] * grouped.num_rows, pa.timestamp("us", "UTC")),
     }).cast(schema)

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 import signal
 import threading
+import time
 from pathlib import Path
 
 from streaming.testbed.kafka import KafkaCluster, create_topic, metrics_cluster
@@ -61,5 +64,223 @@ def run_clusters(args: argparse.Namespace) -> int:
     return 0
 
 
+ORDERS = "orders"
+
+
+class AcksAllProducer:
+    """A small acks=all producer on the watched cluster's demo topic: it shows what an
+    application sees while partitions are under min ISR (NOT_ENOUGH_REPLICAS, seed 004)."""
+
+    def __init__(self, bootstrap: str, say, rate: float = 20.0) -> None:  # noqa: ANN001
+        from confluent_kafka import Producer
+
+        self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
+                                  "message.timeout.ms": 5000, "retries": 0, "linger.ms": 5,
+                                  "log_level": 0})
+        self.say = say
+        self.rate = rate
+        self.delivered = self.refused = 0
+        self._refusing_since: float | None = None
+        self._refused_in_episode = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="demo-producer", daemon=True)
+
+    def _on_delivery(self, err, _msg) -> None:  # noqa: ANN001
+        if err is None:
+            self.delivered += 1
+            if self._refusing_since is not None:
+                self.say(f"producer: acks=all writes accepted again after "
+                         f"{_duration(time.time() - self._refusing_since)} "
+                         f"({self._refused_in_episode} refused)")
+                self._refusing_since = None
+            return
+        self.refused += 1
+        self._refused_in_episode += 1
+        if self._refusing_since is None:
+            self._refusing_since = time.time()
+            self._refused_in_episode = 1
+            self.say(f"producer: acks=all write refused with {err.name()}: the ISR is below "
+                     "min.insync.replicas, so Kafka takes no write it could lose")
+
+    def _run(self) -> None:
+        while not self._stop.wait(1.0 / self.rate):
+            with contextlib.suppress(BufferError):
+                self.producer.produce(ORDERS, b"demo order", on_delivery=self._on_delivery)
+            self.producer.poll(0)
+
+    def start(self) -> AcksAllProducer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self.producer.flush(5)
+
+
+def _duration(seconds: float) -> str:
+    minutes, rest = divmod(int(round(seconds)), 60)
+    return f"{minutes}m{rest:02d}s" if minutes else f"{rest}s"
+
+
+def fault_cycle(cluster: KafkaCluster, say, stop: threading.Event, period: float) -> None:  # noqa: ANN001
+    """Over and over: a follower stopped cleanly, then a second broker killed (under min ISR
+    on the leader left), then both back."""
+    from streaming.testbed import faults
+
+    ids = [n.node_id for n in cluster.nodes]
+    if len(ids) < 3:
+        return
+    first, second = ids[-1], ids[-2]
+    steps = [
+        (0.15, lambda: faults.stop_broker(cluster, first, "clean"),
+         f"FAULT: broker {first} stopped (clean shutdown): its replicas leave the ISR, "
+         "partitions are under-replicated"),
+        (0.35, lambda: faults.stop_broker(cluster, second, "kill"),
+         f"FAULT: broker {second} killed: the leader left is alone in the ISR, below "
+         "min.insync.replicas 2: under min ISR"),
+        (0.70, lambda: (faults.start_broker(cluster, second), faults.start_broker(cluster, first)),
+         f"RECOVERY: brokers {second} and {first} started again"),
+    ]
+    while not stop.is_set():
+        started = time.monotonic()
+        for at, action, text in steps:
+            if stop.wait(max(0.0, started + at * period - time.monotonic())):
+                return
+            say(text)
+            try:
+                action()
+            except Exception as err:  # the demo goes on; the next cycle tries again
+                say(f"fault step failed: {err}")
+        stop.wait(max(0.0, started + period - time.monotonic()))
+
+
+class IncidentNarrator:
+    """Says when an incident opens or resolves, from the job's incidents table."""
+
+    PAGING = {"under_min_isr": "KafkaUnderMinIsrPartitions", "offline_partitions":
+              "KafkaOfflinePartitions", "unclean_election": "KafkaUncleanLeaderElection",
+              "controller": "KafkaActiveControllerCountAbnormal"}
+
+    def __init__(self, delta_root: str, say) -> None:  # noqa: ANN001
+        self.path = f"{delta_root}/incidents"
+        self.say = say
+        self.open: dict[str, dict] = {}
+        self.opened = self.resolved = 0
+
+    def poll(self) -> None:
+        from deltalake import DeltaTable
+
+        try:
+            rows = DeltaTable(self.path).to_pyarrow_table().to_pylist()
+        except Exception:
+            return  # no incident written yet
+        for row in rows:
+            key, where = row["incident_id"], f"{row['cluster']}/{row['broker']}"
+            kind = row["kind"].replace("_", "-")
+            if row["resolved_at"] is None and key not in self.open:
+                self.open[key] = row
+                self.opened += 1
+                rule = self.PAGING.get(row["kind"])
+                page = (f"; the critical rule {rule} pages through Alertmanager -> PagerDuty"
+                        if rule else "")
+                self.say(f"INCIDENT opened: {kind} on {where} (peak {row['peak_value']:g}) "
+                         f"since {row['started_at']:%H:%M:%S}Z{page}")
+            elif row["resolved_at"] is not None and key in self.open:
+                del self.open[key]
+                self.resolved += 1
+                lasted = (row["resolved_at"] - row["started_at"]).total_seconds()
+                self.say(f"RESOLVED: {kind} on {where} after {_duration(lasted)}")
+
+
 def run_real_demo(args: argparse.Namespace) -> int:
-    raise SystemExit("the real-Kafka demo is not built yet; use --simulated")
+    """The real test bed end to end, narrated: clusters, shipper, acks=all producer, the job
+    on local Spark, and a cycle of real faults."""
+    from streaming.config import load_config
+    from streaming.exporter import Exporter
+    from streaming.job import Job
+
+    def say(text: str) -> None:
+        print(f"{time.strftime('%H:%M:%S')}  {text}", flush=True)
+
+    stop = stop_on_signals()
+    data = Path(args.data_dir).resolve()
+    data.mkdir(parents=True, exist_ok=True)
+    metrics = metrics_cluster(data / "kafka" / "metrics")
+    watched = KafkaCluster(args.brokers, data / "kafka" / "watched")
+    shipper = producer = job = None
+    threads: list[threading.Thread] = []
+    try:
+        say("starting the metrics cluster (1 Kafka node) and the watched cluster "
+            f"({args.brokers} KRaft nodes with Jolokia and jmx_exporter agents)")
+        metrics.start()
+        watched.start()
+        create_topic(metrics.bootstrap, args.topic, partitions=3)
+        create_topic(watched.bootstrap, ORDERS, partitions=args.partitions,
+                     replication=min(args.replication_factor, args.brokers),
+                     config={"min.insync.replicas": str(args.min_isr)})
+        config = load_config(args.config, environ={
+            "KAFKA_HEALTH__SOURCE__BOOTSTRAP_SERVERS": metrics.bootstrap,
+            "KAFKA_HEALTH__SOURCE__TOPICS": json.dumps([{"name": args.topic,
+                                                         "format": "jolokia"}]),
+            "KAFKA_HEALTH__SPARK__CHECKPOINT": str(data / "checkpoint"),
+            "KAFKA_HEALTH__DELTA__PATH": str(data / "delta"),
+            "KAFKA_HEALTH__EXPORTER__PORT": str(args.metrics_port),
+            "KAFKA_HEALTH__SIGNALS__SCRAPE_INTERVAL_SECONDS": str(args.scrape_interval),
+        })
+        shipper = Shipper(targets(watched), args.cluster, metrics.bootstrap,
+                          jolokia_topic=args.topic, prometheus_topic=None,
+                          interval=args.scrape_interval).start()
+        producer = AcksAllProducer(watched.bootstrap, say).start()
+        exporter = Exporter()
+        exporter.start(config.exporter.bind, config.exporter.port)
+        job = Job(config, exporter=exporter, printer=None)
+        job.start()
+        print(f"""
+kafka-health demo (Ctrl-C stops everything)
+  watched    Kafka {watched.bootstrap}, topic {ORDERS} (RF {args.replication_factor}, \
+min.insync.replicas {args.min_isr}), an acks=all producer
+  shipper    Jolokia bulk reads every {args.scrape_interval:g}s -> {metrics.bootstrap} {args.topic}
+  job        local Spark; Delta under {config.delta.path}
+  /metrics   http://{config.exporter.bind}:{config.exporter.port}/metrics
+  faults     every {args.fault_period:g}s: a follower stopped, a second broker killed, both back
+""", flush=True)
+        narrator = IncidentNarrator(config.delta.path, say)
+        cycle = threading.Thread(target=fault_cycle, name="faults", daemon=True,
+                                 args=(watched, say, stop, args.fault_period))
+        threads.append(cycle)
+        cycle.start()
+        if args.duration:
+            threading.Timer(args.duration, stop.set).start()
+        last_status = time.monotonic()
+        while not stop.wait(3.0):
+            if not job.query.isActive:
+                say(f"the job stopped: {job.query.exception()}")
+                return 1
+            narrator.poll()
+            if time.monotonic() - last_status >= 30:
+                last_status = time.monotonic()
+                progress = job.query.lastProgress or {}
+                say(f"status: {progress.get('processedRowsPerSecond', 0):.0f} records/s, "
+                    f"{len(narrator.open)} open incident(s), producer {producer.delivered} "
+                    f"delivered / {producer.refused} refused")
+        say("stopping")
+        narrator.poll()
+        print(f"""
+summary: {narrator.opened} incident(s) opened, {narrator.resolved} resolved; producer \
+{producer.delivered} delivered, {producer.refused} refused with NOT_ENOUGH_REPLICAS
+  tables   {config.delta.path}/{{bronze,quarantine,broker_signals,cluster_signals,incidents,\
+partition_headroom,dq_results}}
+  report   kafka-health report --delta {config.delta.path} --out {data / 'report'}
+""", flush=True)
+        return 0
+    finally:
+        stop.set()
+        if job:
+            job.stop()
+        if producer:
+            producer.stop()
+        if shipper:
+            shipper.stop()
+        watched.stop()
+        metrics.stop()

@@ -1,0 +1,101 @@
+"""Real faults on the watched cluster, one function each, for the tests and the demo.
+
+Each acts on real processes (SIGSTOP, SIGKILL, SIGTERM) or through the Admin API and waits
+until Kafka itself shows the effect, so a caller can go straight to checking the pipeline.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Callable
+
+from streaming.testbed.kafka import KafkaCluster, KafkaError
+from streaming.testbed.truth import Snapshot, active_controller, admin_snapshot
+
+STOPS = ("clean", "kill", "freeze")
+
+
+def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if condition():
+                return
+        except Exception:  # the cluster is mid-change; ask again
+            pass
+        time.sleep(0.5)
+    raise KafkaError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+def live_bootstrap(cluster: KafkaCluster) -> str:
+    return ",".join(n.bootstrap for n in cluster.nodes if n.running())
+
+
+def snapshot(cluster: KafkaCluster) -> Snapshot:
+    return admin_snapshot(live_bootstrap(cluster), internal=True)
+
+
+def stop_broker(cluster: KafkaCluster, broker: int, how: str = "clean") -> None:
+    """Stop a broker: `clean` (SIGTERM, controlled shutdown), `kill` (SIGKILL, a crash) or
+    `freeze` (SIGSTOP: the process lives but answers nothing, like a long GC pause)."""
+    node = cluster.node(broker)
+    if how == "clean":
+        node.stop()
+    elif how == "kill":
+        node.kill()
+    elif how == "freeze":
+        node.signal(signal.SIGSTOP)
+    else:
+        raise ValueError(f"how must be one of {STOPS}")
+
+
+def start_broker(cluster: KafkaCluster, broker: int, timeout: float = 90.0) -> None:
+    """Thaw a frozen broker or start a stopped one, and wait until it is registered again."""
+    node = cluster.node(broker)
+    if node.running():
+        node.signal(signal.SIGCONT)
+    else:
+        node.start()
+    cluster.wait_brokers([broker], timeout)
+
+
+def wait_isr_without(cluster: KafkaCluster, broker: int, topic: str, timeout: float = 60) -> None:
+    """Until no partition of `topic` has `broker` in its ISR (replica.lag.time.max.ms later)."""
+    wait_until(lambda: all(broker not in p.isr for p in snapshot(cluster).partitions
+                           if p.topic == topic), timeout, f"broker {broker} out of {topic}'s ISR")
+
+
+def wait_fully_replicated(cluster: KafkaCluster, timeout: float = 120) -> None:
+    """Until every partition's ISR is its whole replica set."""
+    wait_until(lambda: all(len(p.isr) == len(p.replicas) and p.leader is not None
+                           for p in snapshot(cluster).partitions), timeout,
+               "every partition fully replicated")
+
+
+def kill_active_controller(cluster: KafkaCluster) -> int:
+    """SIGKILL the KRaft quorum leader; returns its id once another node leads."""
+    leader = active_controller(live_bootstrap(cluster))
+    if leader is None:
+        raise KafkaError("no active controller to kill")
+    cluster.node(leader).kill()
+    wait_until(lambda: active_controller(live_bootstrap(cluster)) not in (None, leader), 60,
+               "a new active controller")
+    return leader
+
+
+def unclean_election(cluster: KafkaCluster, topic: str, leader: int, follower: int,
+                     produce: Callable[[], None]) -> None:
+    """An unclean leader election on `topic` (one partition, replicas [leader, follower],
+    unclean.leader.election.enable=true, min.insync.replicas 1): the follower is stopped,
+    records are written to the leader alone (`produce`), the leader is stopped, and the
+    out-of-sync follower is started alone; the controller must elect it from outside the
+    ISR. Returns once the follower leads. The leader stays stopped."""
+    stop_broker(cluster, follower, "clean")
+    wait_isr_without(cluster, follower, topic)
+    produce()
+    stop_broker(cluster, leader, "clean")
+    start_broker(cluster, follower)
+    wait_until(lambda: any(p.topic == topic and p.leader == follower
+                           for p in snapshot(cluster).partitions), 120,
+               f"broker {follower} elected leader of {topic} uncleanly")

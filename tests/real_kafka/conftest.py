@@ -1,0 +1,109 @@
+"""The real-Kafka test bed, shared by every test of this folder (one cluster, restored to
+full health between tests): a watched 3-node KRaft cluster with the Jolokia and
+jmx_exporter agents, the shipper carrying both agents' data into the metrics cluster, a
+truth sampler on the Admin API, and the streaming job reading both metrics topics.
+
+The same brokers ship under two cluster names, `via-jolokia` (Jolokia bulk reads as the
+agent returns them) and `via-prometheus` (jmx_exporter scrapes with the test bed's Strimzi
+rule set, in prometheus-kafka-adapter JSON), so every check runs on both formats.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from streaming.exporter import Exporter
+from streaming.testbed import faults
+from streaming.testbed.kafka import KafkaCluster, create_topic
+from streaming.testbed.shipper import Shipper, Target
+from streaming.testbed.truth import TruthSampler
+from tests.integration.helpers import running_job
+
+WINDOW = 10
+NAMES = ("via-jolokia", "via-prometheus")
+ORDERS = "orders"
+# Where Kafka's JMX and its Admin API tell different stories; printed after the run.
+FINDINGS: list[str] = []
+
+
+@dataclass
+class Bed:
+    watched: KafkaCluster
+    truth: TruthSampler
+    job: Any
+    exporter: Exporter
+    delta: Path
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):  # noqa: ANN001, ARG001
+    if FINDINGS:
+        terminalreporter.section("real Kafka: JMX against the Admin API")
+        for line in FINDINGS:
+            terminalreporter.write_line(line)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "real_kafka" in str(item.fspath):
+            item.add_marker(pytest.mark.real_kafka)
+
+
+@pytest.fixture(scope="session")
+def watched() -> Iterator[KafkaCluster]:
+    with KafkaCluster(3) as cluster:
+        create_topic(cluster.bootstrap, ORDERS, partitions=6, replication=3,
+                     config={"min.insync.replicas": "2"})
+        yield cluster
+
+
+@pytest.fixture(scope="session")
+def bed(watched: KafkaCluster, broker: Any, spark: Any, tmp_path_factory: pytest.TempPathFactory
+        ) -> Iterator[Bed]:
+    suffix = uuid.uuid4().hex[:6]
+    jolokia_topic, prometheus_topic = f"jolokia-{suffix}", f"prometheus-{suffix}"
+    for topic in (jolokia_topic, prometheus_topic):
+        create_topic(broker.bootstrap, topic, partitions=2)
+    targets = [Target(n.node_id, n.jolokia_url, n.jmx_exporter_url) for n in watched.nodes]
+    root = tmp_path_factory.mktemp("real-kafka")
+    env = {
+        "KAFKA_HEALTH__SOURCE__BOOTSTRAP_SERVERS": broker.bootstrap,
+        "KAFKA_HEALTH__SOURCE__TOPICS": (
+            f'[{{"name": "{jolokia_topic}", "format": "jolokia"}}, '
+            f'{{"name": "{prometheus_topic}", "format": "prometheus"}}]'),
+        "KAFKA_HEALTH__SOURCE__STARTING_OFFSETS": "latest",
+        "KAFKA_HEALTH__SPARK__CHECKPOINT": str(root / "checkpoint"),
+        "KAFKA_HEALTH__SPARK__TRIGGER_SECONDS": "1",
+        "KAFKA_HEALTH__DELTA__PATH": str(root / "delta"),
+        "KAFKA_HEALTH__SIGNALS__WINDOW_SECONDS": str(WINDOW),
+        "KAFKA_HEALTH__SIGNALS__WATERMARK_SECONDS": "60",
+        "KAFKA_HEALTH__SIGNALS__SCRAPE_INTERVAL_SECONDS": "1",
+    }
+    truth = TruthSampler(watched.bootstrap, [n.node_id for n in watched.nodes]).start()
+    exporter = Exporter()
+    with Shipper(targets, NAMES[0], broker.bootstrap, jolokia_topic, None, interval=1.0), \
+            Shipper(targets, NAMES[1], broker.bootstrap, None, prometheus_topic, interval=1.0), \
+            running_job(spark, env, exporter) as job:
+        yield Bed(watched, truth, job, exporter, root / "delta")
+    truth.stop()
+
+
+@pytest.fixture
+def healthy(bed: Bed) -> Iterator[Bed]:
+    """The bed with every broker running and every partition fully replicated, before and
+    after the test."""
+    restore(bed.watched)
+    yield bed
+    restore(bed.watched)
+
+
+def restore(cluster: KafkaCluster) -> None:
+    for node in cluster.nodes:
+        if not node.running() or not cluster.alive_brokers() >= {node.node_id}:
+            faults.start_broker(cluster, node.node_id)
+    faults.wait_fully_replicated(cluster)
