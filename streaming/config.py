@@ -131,7 +131,9 @@ class IdentityConfig:
         ]
     )
     instance_map: dict[str, str] = field(default_factory=dict)
-    broker_from_instance_regex: str | None = r"(\d+)(?:[.:/]|$)"
+    # The digits before a separator: the look-behind starts a match only at a digit run's
+    # start, which keeps the search linear (without it, quadratic in a long digit run).
+    broker_from_instance_regex: str | None = r"(?<!\d)(\d+)(?:[.:/]|$)"
     key_pattern: str | None = r"^(?:(?P<cluster>[^/]+)/)?(?P<broker>[^/]+)$"
 
     def validate(self, path: str) -> None:

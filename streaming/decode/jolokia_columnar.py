@@ -263,8 +263,11 @@ def _identities(records: pa.RecordBatch, url: pa.Array, pairs: _Pairs, resolver:
     for i, (k, t, u, g) in enumerate(stacked[first].tolist()):
         key = keys[k] if k >= 0 else None
         hints = {HINT: urls[u]} if u >= 0 else {}
-        cluster, broker = resolver.resolve(dict(pairs.identity_groups[g]), hints,
-                                           resolver.key_groups(key), topics[t])
+        try:
+            cluster, broker = resolver.resolve(dict(pairs.identity_groups[g]), hints,
+                                               resolver.key_groups(key), topics[t])
+        except DecodeError:  # the per-record decoder writes the reject
+            cluster, broker = None, None
         clusters.append(cluster)
         brokers.append(broker)
         found[i] = broker is not None

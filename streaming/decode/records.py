@@ -40,6 +40,10 @@ RAW_KEEP_BYTES = 1 << 20  # quarantined payloads above 1 MiB keep their head onl
 EARLIEST_TS = 0.0
 LATEST_TS = datetime(9999, 1, 1, tzinfo=UTC).timestamp()
 DROP_LABELS = ("job", "__name__")
+# Longer cluster, broker or instance strings are rejected (identity_too_long): they become
+# Delta keys, exporter labels and alert fields, and no regex runs on more than this.
+MAX_IDENTITY_CHARS = 256
+MAX_KEY_CHARS = 4 * MAX_IDENTITY_CHARS
 
 
 def register_decoder(name: str, module: ModuleType) -> None:
@@ -124,8 +128,13 @@ class IdentityResolver:
         return None
 
     def key_groups(self, key: bytes | None) -> dict[str, str]:
+        """The named groups of key_pattern in the record key; DecodeError for a key too long
+        to hold a valid identity (and to be matched or cached)."""
         if not key or self.key_re is None:
             return {}
+        if len(key) > MAX_KEY_CHARS:
+            raise DecodeError("identity_too_long",
+                              f"record key of {len(key)} bytes (at most {MAX_KEY_CHARS})")
         groups = self._key_cache.get(key)
         if groups is None:
             match = self.key_re.match(key.decode("utf-8", "replace"))
@@ -137,6 +146,8 @@ class IdentityResolver:
     def resolve(
         self, labels: dict[str, str], hints: dict[str, str], key_groups: dict[str, str], topic: str
     ) -> tuple[str, str | None]:
+        """(cluster, broker or None); DecodeError when an identity string is over
+        MAX_IDENTITY_CHARS, checked before any regex runs on it."""
         ident = self.identity
         cluster = (
             self._first(ident.cluster_labels, labels, hints)
@@ -148,11 +159,21 @@ class IdentityResolver:
         if broker is None:
             instance = self._first(ident.instance_labels, labels, hints)
             if instance is not None:
+                _bounded("instance", instance)
                 broker = ident.instance_map.get(instance)
                 if broker is None and self.instance_re is not None:
                     match = self.instance_re.search(instance)
                     broker = match.group(1) if match else None
+        _bounded("cluster", cluster)
+        if broker is not None:
+            _bounded("broker", broker)
         return cluster, broker
+
+
+def _bounded(what: str, value: str) -> None:
+    if len(value) > MAX_IDENTITY_CHARS:
+        raise DecodeError("identity_too_long", f"{what} of {len(value)} characters "
+                          f"(at most {MAX_IDENTITY_CHARS}): {value[:60]!r}...")
 
 
 def detect_format(doc: Any) -> str | None:
@@ -311,7 +332,11 @@ def _decode_records(batch: pa.RecordBatch, ctx: DecodeContext, catalog: Catalog,
             out.append_reject(f"decoder_error: {type(err).__name__}: {err}"[:500], value, fmt,
                               topic, part, off, position)
             continue
-        key_groups = resolver.key_groups(key)
+        try:
+            key_groups = resolver.key_groups(key)
+        except DecodeError as err:
+            out.append_reject(str(err), value, fmt, topic, part, off, position)
+            continue
         rejected: list[Rejected] = []
         rows_before = len(record_col)
         for obs in observations:
@@ -331,12 +356,18 @@ def _decode_records(batch: pa.RecordBatch, ctx: DecodeContext, catalog: Catalog,
                 except TypeError:  # an unhashable hint value: resolve without the cache
                     ident_key, identity = None, None
                 if identity is None:
-                    identity = resolver.resolve(obs.labels, obs_hints, key_groups, topic)
+                    try:
+                        identity = resolver.resolve(obs.labels, obs_hints, key_groups, topic)
+                    except DecodeError as err:
+                        identity = Rejected(err.reason, err.detail)
                     if ident_key is not None:
                         identity_cache[ident_key] = identity
-                cluster, broker = identity
-                if broker is None:
-                    bad = Rejected("no_broker_identity", obs.metric or obs.raw_name or "?")
+                if identity.__class__ is Rejected:
+                    bad = identity
+                else:
+                    cluster, broker = identity
+                    if broker is None:
+                        bad = Rejected("no_broker_identity", obs.metric or obs.raw_name or "?")
             if bad is not None:
                 rejected.append(bad)
                 continue
