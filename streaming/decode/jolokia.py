@@ -4,7 +4,8 @@ Layouts handled (Jolokia protocol, "read" operation):
 - request names one MBean, no attribute:  value = {attribute: number, ...}
 - request names one MBean and attribute:  value = number
 - request names a pattern (wildcards):    value = {objectName: {attribute: number, ...}}
-Entries with status != 200 are skipped (a bulk read keeps its other entries); a record
+Entries with status != 200 are skipped and an MBean whose ObjectName does not parse is
+rejected alone (`bad_mbean`): a bulk read keeps its other entries' samples. A record
 whose every entry failed is rejected as `source_error` with Jolokia's error, so an agent
 that cannot reach its MBeans shows in quarantine instead of vanishing. Non-numeric
 attributes (RateUnit, EventType) are not metrics and are skipped. Jolokia's `timestamp` is
@@ -61,11 +62,16 @@ def _mbean_observations(
 ) -> list[Observation | Rejected]:
     """Numeric attributes become observations. A non-numeric one is skipped (MBeans carry
     strings such as a Meter's RateUnit) unless it is a known metric's value, count or rate:
-    that arriving as a string or list is a broken exporter, rejected, not dropped unseen."""
+    that arriving as a string or list is a broken exporter, rejected, not dropped unseen.
+    A malformed ObjectName is one rejection for the MBean: a bulk or pattern read keeps the
+    samples of its other MBeans."""
     out: list[Observation | Rejected] = []
     for attribute, raw in attributes.items():
         value = _number(raw)
-        metric, canonical, kind, labels = resolve_attribute(catalog, object_name, attribute)
+        try:
+            metric, canonical, kind, labels = resolve_attribute(catalog, object_name, attribute)
+        except DecodeError as err:
+            return [Rejected(err.reason, err.detail)]
         if value is None:
             if metric is not None and raw is not None and _numeric_attribute(canonical):
                 out.append(Rejected("wrong_type", f"{metric}.{canonical}={str(raw)[:60]!r} is "

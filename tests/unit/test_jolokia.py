@@ -124,3 +124,31 @@ def test_a_record_that_read_nothing_is_quarantined_with_the_reason():
     assert [(r["source_offset"], r["metric"]) for r in rows if not r["reject_reason"]] == [
         (4, "LeaderCount")]
     assert len(rows) == 5
+
+
+@pytest.mark.parametrize("malformed", [
+    "kafka.server:type=ReplicaManager,name",  # a key without a value
+    'kafka.server:type=ReplicaManager,name="UnderMinIsrPartitionCount',  # unterminated quote
+    "no-colon-here",
+])
+def test_one_malformed_object_name_in_a_bulk_read_costs_only_its_own_entry(malformed):
+    """The good entries of the read become samples; the bad one is reported once, as a
+    quarantine row of the record (bad_mbean), as a failed entry would be skipped."""
+    ts = int(NOW.timestamp())
+    good = {"request": {"mbean": "kafka.server:type=ReplicaManager,name=LeaderCount",
+                        "type": "read"}, "value": {"Value": 3}, "timestamp": ts, "status": 200}
+    bad = {"request": {"mbean": malformed, "type": "read"}, "value": {"Value": 1, "Count": 2},
+           "timestamp": ts, "status": 200}
+    pattern = {"request": {"mbean": "kafka.server:type=ReplicaManager,*", "type": "read"},
+               "value": {malformed: {"Value": 1},
+                         "kafka.server:type=ReplicaManager,name=PartitionCount": {"Value": 9}},
+               "timestamp": ts, "status": 200}
+    rows = decode([good, bad], [bad, good], pattern)
+    samples = [(r["source_offset"], r["metric"], r["value"]) for r in rows
+               if not r["reject_reason"]]
+    assert samples == [(0, "LeaderCount", 3.0), (1, "LeaderCount", 3.0),
+                       (2, "PartitionCount", 9.0)]
+    rejects = [(r["source_offset"], r["reject_reason"]) for r in rows if r["reject_reason"]]
+    assert [offset for offset, _ in rejects] == [0, 1, 2]
+    assert all(reason.startswith("bad_mbean: ") and "more rejected" not in reason
+               for _, reason in rejects), rejects
