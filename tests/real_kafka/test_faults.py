@@ -74,7 +74,10 @@ def mismatches(bed: Bed, since: float, until: float) -> list[str]:
                 got = rows[(rows.cluster == name) & (rows.broker == str(broker))
                            & (rows.start == start)]
                 if got.empty:
-                    out.append(f"{name} b{broker} @{start:.0f}: no signal row")
+                    if shipped(bed, name, broker, start):
+                        out.append(f"{name} b{broker} @{start:.0f}: samples but no signal row")
+                    else:  # the shipper got nothing from that agent: a gap, not a mismatch
+                        FINDINGS.append(f"{name} b{broker} @{start:.0f}: no sample shipped")
                     continue
                 for field, columns in FIELDS.items():
                     for column in columns:
@@ -84,6 +87,18 @@ def mismatches(bed: Bed, since: float, until: float) -> list[str]:
                                        f"{got.iloc[0][column]} truth {truth[field]}")
     assert checked, "no stable window to compare"
     return out
+
+
+def shipped(bed: Bed, name: str, broker: int, start: float) -> bool:
+    """Whether bronze holds samples of that broker in that window."""
+    import pyarrow.dataset as ds
+    from deltalake import DeltaTable
+
+    lo = pd.Timestamp(start, unit="s", tz="UTC")
+    data = DeltaTable(str(bed.delta / "bronze")).to_pyarrow_dataset()
+    match = ((ds.field("cluster") == name) & (ds.field("broker") == str(broker))
+             & (ds.field("ts") >= lo) & (ds.field("ts") < lo + pd.Timedelta(seconds=WINDOW)))
+    return data.count_rows(filter=match) > 0
 
 
 def increases(bed: Bed, column: str, since: float, until: float) -> dict[str, float]:
