@@ -35,6 +35,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from streaming.config import AlertPushConfig
+from streaming.redact import redact_text, redact_url
 
 LOG = logging.getLogger("kafka_health.alertpush")
 SOURCE = "kafka-health-push"
@@ -255,7 +256,7 @@ def _push_one(url: str, body: bytes, count: int, timeout: float) -> None:
         recovered = STATS.last_error is not None
         STATS.last_error = None
     if recovered:
-        LOG.info("alert push to %s works again", url)
+        LOG.info("alert push to %s works again", redact_url(url))
 
 
 def _failed(url: str, err: Exception) -> None:
@@ -265,13 +266,13 @@ def _failed(url: str, err: Exception) -> None:
         STATS.failures += 1
         STATS.last_failure_at = now
         first = STATS.last_error is None
-        STATS.last_error = f"{type(err).__name__}: {err}"
+        STATS.last_error = redact_text(f"{type(err).__name__}: {err}")
         log = first or now - STATS.last_logged_at > 60
         if log:
             STATS.last_logged_at = now
     if log:
         LOG.warning("alert push to %s failed (%s); retrying on later batches, %d failure(s) "
-                    "so far", url, STATS.last_error, STATS.failures)
+                    "so far", redact_url(url), STATS.last_error, STATS.failures)
 
 
 def reset_stats() -> None:

@@ -236,7 +236,10 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_check_config(args: argparse.Namespace) -> int:
+    """Validate the config, read every secret it references (a missing one is exit 2 naming
+    its key), and print the config masked by the redaction rule."""
     config = load_config(args.config)
+    config.check_secrets()
     print(json.dumps(redacted(config), indent=2, default=str))
     return 0
 

@@ -16,6 +16,8 @@ from typing import Any, get_args, get_origin, get_type_hints
 
 import yaml
 
+from streaming.redact import redact_tree
+
 ENV_PREFIX = "KAFKA_HEALTH__"
 FORMATS = ("jolokia", "prometheus", "otlp", "telegraf", "auto")
 
@@ -31,21 +33,20 @@ class SecretRef:
     file: str | None = None
     env: str | None = None
 
-    def read(self, key: str) -> str:
+    def read(self, path: str) -> str:
+        """The secret's value; `path` is the dotted key it was configured under, which names
+        it in the error (the value itself never appears in one)."""
         if self.file:
             try:
                 return Path(self.file).read_text().strip()
             except OSError as err:
                 raise ConfigError(
-                    f"source.secrets.{key}: cannot read secret file {self.file!r} ({err.strerror})"
-                ) from err
+                    f"{path}: file {self.file} cannot be read ({err.strerror})") from err
         if self.env:
             if self.env not in os.environ:
-                raise ConfigError(
-                    f"source.secrets.{key}: environment variable {self.env} is not set"
-                )
+                raise ConfigError(f"{path}: environment variable {self.env} is not set")
             return os.environ[self.env]
-        raise ConfigError(f"source.secrets.{key}: give either 'file' or 'env'")
+        raise ConfigError(f"{path}: give either 'file' or 'env'")
 
 
 @dataclass
@@ -110,7 +111,7 @@ class SourceConfig:
         """Kafka client settings with secrets resolved; never log the result."""
         conf = {"bootstrap.servers": self.bootstrap_servers, **self.kafka}
         for key, ref in self.secrets.items():
-            conf[key] = ref.read(key)
+            conf[key] = ref.read(f"source.secrets.{key}")
         return conf
 
 
@@ -243,6 +244,16 @@ class Config:
                 section.validate(f.name)
         return self
 
+    def secret_refs(self) -> dict[str, SecretRef]:
+        """Every secret reference in the config, by its dotted key."""
+        return {f"source.secrets.{key}": ref for key, ref in self.source.secrets.items()}
+
+    def check_secrets(self) -> None:
+        """Read every secret once, so a missing file or variable fails the check with its
+        key instead of failing the job later, deep in a read task."""
+        for path, ref in self.secret_refs().items():
+            ref.read(path)
+
     def table_path(self, table: str) -> str:
         return str(Path(self.delta.path) / table)
 
@@ -322,8 +333,22 @@ def _apply_env(data: dict[str, Any], environ: dict[str, str]) -> dict[str, Any]:
             node = node.setdefault(key, {})
             if not isinstance(node, dict):
                 raise ConfigError(f"{name}: {'.'.join(keys)} does not name a nested key")
-        node[keys[-1]] = yaml.safe_load(raw)
+        try:
+            node[keys[-1]] = yaml.safe_load(raw)
+        except yaml.YAMLError as err:
+            raise ConfigError(f"{name}: not valid YAML ({_yaml_problem(err)}); the value is "
+                              "not shown, it may hold a secret") from None
     return data
+
+
+def _yaml_problem(err: yaml.YAMLError) -> str:
+    """What is wrong and where, without PyYAML's snippet of the text (which would print a
+    secret sitting on that line)."""
+    problem = getattr(err, "problem", None) or "cannot parse"
+    mark = getattr(err, "problem_mark", None)
+    if mark is None:
+        return problem
+    return f"{problem} at line {mark.line + 1}, column {mark.column + 1}"
 
 
 def load_config(path: str | Path | None = None, environ: dict[str, str] | None = None) -> Config:
@@ -337,7 +362,7 @@ def load_config(path: str | Path | None = None, environ: dict[str, str] | None =
         try:
             data = yaml.safe_load(text) or {}
         except yaml.YAMLError as err:
-            raise ConfigError(f"--config {path}: not valid YAML ({err})") from err
+            raise ConfigError(f"--config {path}: not valid YAML ({_yaml_problem(err)})") from None
         if not isinstance(data, dict):
             raise ConfigError(f"--config {path}: the top level must be a mapping of sections")
     data = _apply_env(data, dict(os.environ if environ is None else environ))
@@ -345,11 +370,5 @@ def load_config(path: str | Path | None = None, environ: dict[str, str] | None =
 
 
 def redacted(config: Config) -> dict[str, Any]:
-    """The config as a dict safe to log: passthrough client values whose key smells secret are masked."""
-    data = dataclasses.asdict(config)
-    secret_words = ("password", "secret", "key", "token", "credential", "jaas")
-    kafka = data["source"]["kafka"]
-    for key in kafka:
-        if any(word in key.lower() for word in secret_words):
-            kafka[key] = "***"
-    return data
+    """The config as a dict safe to print or log (see streaming.redact for the rule)."""
+    return redact_tree(dataclasses.asdict(config))

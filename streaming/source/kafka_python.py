@@ -27,7 +27,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 import re
 import time
 from collections.abc import Iterator
@@ -43,6 +42,7 @@ from pyspark.sql.datasource import (
     InputPartition,
 )
 
+from streaming.config import SecretRef
 from streaming.decode.packing import PACKED_DDL, pack
 from streaming.decode.records import DecodeContext, decode_record_batch
 from streaming.gc_policy import pace_cycle_collector
@@ -148,9 +148,11 @@ def client_config(options: dict[str, str]) -> dict[str, str]:
         if key.startswith("kafka."):
             conf[key[len("kafka."):]] = value
         elif key.startswith("secretFile."):
-            conf[key[len("secretFile."):]] = Path(value).read_text().strip()
+            name = key[len("secretFile."):]
+            conf[name] = SecretRef(file=value).read(f"source.secrets.{name}")
         elif key.startswith("secretEnv."):
-            conf[key[len("secretEnv."):]] = os.environ[value]
+            name = key[len("secretEnv."):]
+            conf[name] = SecretRef(env=value).read(f"source.secrets.{name}")
     if "bootstrap.servers" not in conf:
         raise ValueError("kafka_health_kafka source: option kafka.bootstrap.servers is required")
     return conf

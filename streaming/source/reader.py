@@ -45,7 +45,8 @@ def read_metrics_stream(spark: SparkSession, config: Config,
     options = source_options(config)
     if config.source.engine == "spark":
         # Spark's own source: secrets go as kafka.* options, which Spark redacts in its UI/logs.
-        options.update({f"kafka.{k}": ref.read(k) for k, ref in config.source.secrets.items()})
+        options.update({f"kafka.{k}": ref.read(f"source.secrets.{k}")
+                        for k, ref in config.source.secrets.items()})
         reader = spark.readStream.format("kafka").options(**options)
         return reader.load().select(*[F.col(c) for c in KAFKA_COLUMNS])
     for key, ref in config.source.secrets.items():

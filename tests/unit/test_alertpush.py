@@ -294,3 +294,16 @@ def test_early_push_reads_each_brokers_newest_fresh_window() -> None:
     assert alert["labels"]["alertname"] == "KafkaUncleanLeaderElection"
     assert parse(alert["startsAt"]) == T0 + timedelta(minutes=2)
     assert parse(alert["endsAt"]) > now, "open until the incidents step says otherwise"
+
+
+def test_failed_push_log_hides_the_url_password(caplog) -> None:
+    alertpush.reset_stats()
+    closed = FakeAlertmanager()
+    port = closed.server.server_port
+    closed.close()
+    push_incidents(config(f"http://am:PLANTED-URL-PASS@127.0.0.1:{port}"), [incident()])
+    assert alertpush.STATS.failures == 1
+    assert "127.0.0.1" in caplog.text, "the log still says which Alertmanager failed"
+    assert "PLANTED-URL-PASS" not in caplog.text
+    assert "PLANTED-URL-PASS" not in str(alertpush.STATS.last_error)
+    alertpush.reset_stats()
