@@ -17,19 +17,29 @@ Open incidents are re-sent on every batch with `endsAt` a few minutes ahead, so 
 stay firing while the job runs and expire on their own if it stops; a resolved incident
 is sent with `endsAt = resolved_at` (an explicit resolve). Nothing here raises into the
 job: a failed POST is logged (rate-limited) and counted in `STATS`, and after a failure
-the push pauses for a few seconds so an unreachable Alertmanager cannot slow every batch
-by the full timeout. The next successful push re-sends every open incident, so a pause
-delays a page but never loses it.
+the push to THAT Alertmanager pauses for a few seconds so an unreachable one cannot slow
+every batch by the full timeout. Every alert goes to every configured member, in parallel,
+and each member backs off on its own: a dead member of an HA cluster never delays or drops
+the alerts for a healthy one. The next successful push re-sends every open incident, so a
+pause delays a page but never loses it.
+
+Basic auth, a bearer token and a CA file are supported; passwords and tokens come from
+`{file: PATH}` / `{env: NAME}` references and URLs are logged only through
+streaming.redact (no user info).
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
+import ssl
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -41,7 +51,8 @@ LOG = logging.getLogger("kafka_health.alertpush")
 SOURCE = "kafka-health-push"
 # An open incident stays firing in Alertmanager this long after the last push.
 OPEN_HOLD = timedelta(minutes=5)
-# After a failed POST, skip pushes for this long (the job keeps running at full speed).
+# After a failed POST to a member, skip that member for this long (the job keeps running at
+# full speed, the other members are pushed as usual).
 BACKOFF_SECONDS = 5.0
 # Resolved incidents older than this are not re-sent (Alertmanager already has them).
 RESOLVED_RESEND = timedelta(minutes=15)
@@ -212,51 +223,132 @@ def opened_in_signals(rows: list[dict[str, Any]], fresh_seconds: float,
     return opened
 
 
-def _post(url: str, body: bytes, timeout: float) -> None:
-    request = urllib.request.Request(
-        url.rstrip("/") + "/api/v2/alerts", data=body, method="POST",
-        headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=timeout) as response:
+def _basic(username: str, password: str) -> str:
+    return "Basic " + base64.b64encode(f"{username}:{password}".encode()).decode()
+
+
+def _auth_header(config: AlertPushConfig) -> str | None:
+    """The Authorization header the config asks for; secrets are read on every push so a
+    rotated file takes effect without a restart."""
+    if config.bearer_token is not None:
+        return "Bearer " + config.bearer_token.read("alert_push.bearer_token")
+    if config.username:
+        password = config.password.read("alert_push.password") if config.password else ""
+        return _basic(config.username, password)
+    return None
+
+
+def _split_userinfo(url: str) -> tuple[str, str | None]:
+    """`http://user:pass@host` as the URL without user info (urllib cannot send it) and the
+    basic auth header it stands for."""
+    parts = urllib.parse.urlsplit(url)
+    if "@" not in parts.netloc:
+        return url, None
+    userinfo, _, host = parts.netloc.rpartition("@")
+    user, _, password = userinfo.partition(":")
+    clean = urllib.parse.urlunsplit(parts._replace(netloc=host))
+    return clean, _basic(urllib.parse.unquote(user), urllib.parse.unquote(password))
+
+
+@dataclass(frozen=True)
+class _Request:
+    """What every member gets in one push: the body, the auth header, TLS and the timeout."""
+
+    body: bytes
+    count: int
+    authorization: str | None
+    context: ssl.SSLContext | None
+    timeout: float
+
+
+def _post(url: str, request: _Request) -> None:
+    clean, from_url = _split_userinfo(url)
+    headers = {"Content-Type": "application/json"}
+    authorization = request.authorization or from_url
+    if authorization:
+        headers["Authorization"] = authorization
+    http = urllib.request.Request(clean + "/api/v2/alerts", data=request.body, method="POST",
+                                  headers=headers)
+    with urllib.request.urlopen(http, timeout=request.timeout,
+                                context=request.context) as response:
         if response.status >= 300:
-            raise urllib.error.HTTPError(request.full_url, response.status, response.reason,
+            raise urllib.error.HTTPError(http.full_url, response.status, response.reason,
                                          response.headers, None)
 
 
+@dataclass
+class MemberState:
+    """One Alertmanager's health. Each member backs off on its own: a dead member of an HA
+    pair must never delay or drop the alerts meant for the healthy one."""
+
+    last_error: str | None = None
+    failed_at: float = 0.0
+    logged_at: float = 0.0
+    failures: int = 0
+
+
+_MEMBERS: dict[str, MemberState] = {}
+
+
+def _member(url: str) -> MemberState:
+    return _MEMBERS.setdefault(url, MemberState())
+
+
 def push_incidents(config: AlertPushConfig, incidents: list[dict[str, Any]]) -> None:
-    """POST one alert per pushed incident to every Alertmanager in `alertmanager_url`
-    (comma-separated for an HA pair). Never raises."""
+    """POST one alert per pushed incident to every configured Alertmanager, concurrently,
+    skipping only the members still backing off from their own failure. Never raises."""
     try:
-        urls = [u.strip() for u in (config.alertmanager_url or "").split(",") if u.strip()]
+        urls = config.urls()
         if not urls:
             return
         alerts = build_alerts(config, incidents)
         if not alerts:
             return
-        with _LOCK:
-            if (STATS.last_error is not None
-                    and time.monotonic() - STATS.last_failure_at < BACKOFF_SECONDS):
-                STATS.skipped += 1
-                return
-        body = json.dumps(alerts).encode()
-        for url in urls:
-            _push_one(url, body, len(alerts), config.timeout_seconds)
+        due = [url for url in urls if not _backing_off(url)]
+        if not due:
+            return
+        context = ssl.create_default_context(cafile=config.ca_file) if config.ca_file else None
+        request = _Request(json.dumps(alerts).encode(), len(alerts), _auth_header(config),
+                           context, config.timeout_seconds)
+        if len(due) == 1:
+            _push_one(due[0], request)
+            return
+        with ThreadPoolExecutor(max_workers=len(due), thread_name_prefix="alertpush") as pool:
+            list(pool.map(lambda url: _push_one(url, request), due))
     except Exception as err:  # never into the job
         _failed("-", err)
 
 
-def _push_one(url: str, body: bytes, count: int, timeout: float) -> None:
+def _backing_off(url: str) -> bool:
+    """Whether `url` failed less than BACKOFF_SECONDS ago (counted as a skip)."""
+    with _LOCK:
+        state = _member(url)
+        if state.last_error is None or time.monotonic() - state.failed_at >= BACKOFF_SECONDS:
+            return False
+        STATS.skipped += 1
+        return True
+
+
+def _push_one(url: str, request: _Request) -> None:
     try:
-        _post(url, body, timeout)
+        _post(url, request)
     except Exception as err:  # noqa: BLE001 - any failure is logged and counted
         _failed(url, err)
         return
     with _LOCK:
         STATS.pushes += 1
-        STATS.alerts_sent += count
-        recovered = STATS.last_error is not None
-        STATS.last_error = None
+        STATS.alerts_sent += request.count
+        state = _member(url)
+        recovered = state.last_error is not None
+        state.last_error = None
+        STATS.last_error = _any_error()
     if recovered:
         LOG.info("alert push to %s works again", redact_url(url))
+
+
+def _any_error() -> str | None:
+    """A member's error while any member is failing, else None (call under _LOCK)."""
+    return next((s.last_error for s in _MEMBERS.values() if s.last_error), None)
 
 
 def _failed(url: str, err: Exception) -> None:
@@ -265,14 +357,18 @@ def _failed(url: str, err: Exception) -> None:
         STATS.pushes += 1
         STATS.failures += 1
         STATS.last_failure_at = now
-        first = STATS.last_error is None
-        STATS.last_error = redact_text(f"{type(err).__name__}: {err}")
-        log = first or now - STATS.last_logged_at > 60
+        state = _member(url)
+        first = state.last_error is None
+        state.last_error = STATS.last_error = redact_text(f"{type(err).__name__}: {err}")
+        state.failed_at = now
+        state.failures += 1
+        log = first or now - state.logged_at > 60
         if log:
-            STATS.last_logged_at = now
+            state.logged_at = STATS.last_logged_at = now
+        message, failures = state.last_error, state.failures
     if log:
         LOG.warning("alert push to %s failed (%s); retrying on later batches, %d failure(s) "
-                    "so far", redact_url(url), STATS.last_error, STATS.failures)
+                    "so far", redact_url(url), message, failures)
 
 
 def reset_stats() -> None:
@@ -281,3 +377,4 @@ def reset_stats() -> None:
     with _LOCK:
         STATS = PushStats()
         _WARNED_KINDS.clear()
+        _MEMBERS.clear()

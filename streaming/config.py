@@ -218,11 +218,43 @@ class ExporterConfig:
 @dataclass
 class AlertPushConfig:
     """Optional direct push of incidents to Alertmanager, skipping Prometheus scrape + rule
-    evaluation for the events where seconds matter (data loss)."""
+    evaluation for the events where seconds matter (data loss).
 
+    Every alert goes to every member of the Alertmanager cluster (they do not forward alerts
+    to each other). `alertmanager_url` (one URL, or several comma-separated) is still read
+    so older configs keep working; it is merged with `alertmanager_urls`.
+    """
+
+    alertmanager_urls: list[str] = field(default_factory=list)
     alertmanager_url: str | None = None
     kinds: list[str] = field(default_factory=lambda: ["unclean_election"])
     timeout_seconds: float = 2.0
+    username: str | None = None
+    password: SecretRef | None = None
+    bearer_token: SecretRef | None = None
+    ca_file: str | None = None
+
+    def urls(self) -> list[str]:
+        """Every configured member once, without a trailing slash."""
+        single = (self.alertmanager_url or "").split(",")
+        merged = [u.strip().rstrip("/") for u in [*single, *self.alertmanager_urls]]
+        return list(dict.fromkeys(u for u in merged if u))
+
+    def validate(self, path: str) -> None:
+        named = [(f"{path}.alertmanager_urls[{i}]", u) for i, u in enumerate(self.alertmanager_urls)]
+        named += [(f"{path}.alertmanager_url", u) for u in (self.alertmanager_url or "").split(",")
+                  if u.strip()]
+        for key, url in named:
+            if not url.strip().lower().startswith(("http://", "https://")):
+                # No URL in the message: it may carry a password in its user info.
+                raise ConfigError(f"{key}: must start with http:// or https://")
+        if self.password is not None and not self.username:
+            raise ConfigError(f"{path}.password: needs {path}.username (basic auth)")
+        if self.bearer_token is not None and self.password is not None:
+            raise ConfigError(f"{path}.bearer_token: give either basic auth (username + "
+                              "password) or bearer_token, not both")
+        if self.timeout_seconds <= 0:
+            raise ConfigError(f"{path}.timeout_seconds: must be > 0")
 
 
 @dataclass
@@ -245,8 +277,17 @@ class Config:
         return self
 
     def secret_refs(self) -> dict[str, SecretRef]:
-        """Every secret reference in the config, by its dotted key."""
-        return {f"source.secrets.{key}": ref for key, ref in self.source.secrets.items()}
+        """Every secret reference in the config by its dotted key, plus the push's CA file:
+        the files and variables the job must be able to read once it runs."""
+        refs = {f"source.secrets.{key}": ref for key, ref in self.source.secrets.items()}
+        push = self.alert_push
+        for name in ("password", "bearer_token"):
+            ref = getattr(push, name)
+            if ref is not None:
+                refs[f"alert_push.{name}"] = ref
+        if push.ca_file:
+            refs["alert_push.ca_file"] = SecretRef(file=push.ca_file)
+        return refs
 
     def check_secrets(self) -> None:
         """Read every secret once, so a missing file or variable fails the check with its

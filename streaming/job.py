@@ -465,13 +465,13 @@ class BatchProcessor:
             broker_rows = recomputed[-1]
         exporter = self.exporter
         push = self.config.alert_push
-        if exporter is not None or push.alertmanager_url:
+        if exporter is not None or push.urls():
             # Paging first, even before the MERGE: gauges and the direct push must not wait
             # for the rest of the batch. A crash before the commit replays the batch, which
             # pushes the same alert again (same labels, so Alertmanager deduplicates it).
             with stopwatch(timings, "page"):
                 rows = broker_rows.to_pylist()
-                if push.alertmanager_url:
+                if push.urls():
                     push_incidents(push, opened_in_signals(
                         rows, cfg.window_seconds + cfg.watermark_seconds))
                 if exporter is not None:
@@ -586,7 +586,7 @@ class BatchProcessor:
         incidents = anchor_incidents(computed, earlier, horizon)
         self.tables["incidents"].upsert(incidents, batch_id, owned=Scope(
             ds.field("started_at") >= pa.scalar(horizon, TS), of_clusters))
-        if self.config.alert_push.alertmanager_url:
+        if self.config.alert_push.urls():
             push_incidents(self.config.alert_push, incidents.to_pylist())
 
 

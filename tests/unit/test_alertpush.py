@@ -3,8 +3,11 @@ that no failure ever reaches the job. A local HTTP server stands in for Alertman
 
 from __future__ import annotations
 
+import base64
 import json
 import re
+import ssl
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -18,7 +21,7 @@ import yaml
 
 from streaming import alertpush
 from streaming.alertpush import SOURCE, SPECS, build_alerts, push_incidents
-from streaming.config import AlertPushConfig
+from streaming.config import AlertPushConfig, ConfigError, SecretRef, load_config
 from streaming.signals.incidents import KINDS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -32,6 +35,7 @@ class FakeAlertmanager:
 
     def __init__(self) -> None:
         self.bodies: list[tuple[str, Any]] = []
+        self.authorizations: list[str | None] = []
         self.status = 200
         self.delay = 0.0
         outer = self
@@ -41,6 +45,7 @@ class FakeAlertmanager:
                 raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 if outer.delay:
                     time.sleep(outer.delay)  # simulates a hung Alertmanager
+                outer.authorizations.append(self.headers.get("Authorization"))
                 outer.bodies.append((self.path, json.loads(raw)))
                 self.send_response(outer.status)
                 self.send_header("Content-Length", "0")
@@ -307,3 +312,134 @@ def test_failed_push_log_hides_the_url_password(caplog) -> None:
     assert "PLANTED-URL-PASS" not in caplog.text
     assert "PLANTED-URL-PASS" not in str(alertpush.STATS.last_error)
     alertpush.reset_stats()
+
+
+# --- several Alertmanagers, auth ---------------------------------------------------------
+
+
+def dead_url() -> str:
+    """The URL of an Alertmanager that was started and stopped: connections are refused."""
+    server = FakeAlertmanager()
+    server.close()
+    return server.url
+
+
+def alerts_received(server: FakeAlertmanager) -> list[str]:
+    return [a["labels"]["broker"] for _, body in server.bodies for a in body]
+
+
+@pytest.mark.parametrize("dead_first", [True, False])
+def test_a_dead_member_never_holds_back_the_healthy_one(am: FakeAlertmanager, caplog,
+                                                        dead_first: bool) -> None:
+    """12 batches, each pushing one new alert, to a healthy and a dead member (either
+    order): the dead member's back-off is its own, so every alert reaches the healthy one."""
+    members = [dead_url(), am.url] if dead_first else [am.url, dead_url()]
+    push = AlertPushConfig(alertmanager_urls=members, timeout_seconds=1.0)
+    for broker in range(12):
+        push_incidents(push, [incident(broker=str(broker))])
+    assert alerts_received(am) == [str(b) for b in range(12)]
+    assert alertpush.STATS.alerts_sent == 12
+    assert alertpush.STATS.failures >= 1 and alertpush.STATS.skipped >= 1, \
+        "the dead member failed, then was backed off"
+    assert caplog.text.count("failed") == 1, "one warning for the dead member, rate-limited"
+
+
+def test_single_url_key_and_url_list_are_merged(am: FakeAlertmanager) -> None:
+    other = FakeAlertmanager()
+    try:
+        push = AlertPushConfig(alertmanager_url=am.url, alertmanager_urls=[other.url + "/"])
+        assert push.urls() == [am.url, other.url]
+        push_incidents(push, [incident()])
+        assert len(am.bodies) == len(other.bodies) == 1
+    finally:
+        other.close()
+
+
+def test_basic_auth_from_a_secret_file_arrives_and_is_never_logged(
+        am: FakeAlertmanager, tmp_path: Path, caplog) -> None:
+    caplog.set_level("DEBUG")
+    secret = tmp_path / "am-password"
+    secret.write_text("PLANTED-AM-PASSWORD\n")
+    push = AlertPushConfig(alertmanager_urls=[dead_url(), am.url], username="pager",
+                           password=SecretRef(file=str(secret)))
+    push_incidents(push, [incident()])
+    assert am.authorizations == [
+        "Basic " + base64.b64encode(b"pager:PLANTED-AM-PASSWORD").decode()]
+    assert "failed" in caplog.text
+    assert "PLANTED-AM-PASSWORD" not in caplog.text
+    assert "PLANTED-AM-PASSWORD" not in str(alertpush.STATS.last_error)
+
+
+def test_bearer_token_from_env_arrives_and_is_never_logged(
+        am: FakeAlertmanager, monkeypatch, caplog) -> None:
+    caplog.set_level("DEBUG")
+    monkeypatch.setenv("KH_TEST_AM_TOKEN", "PLANTED-AM-TOKEN")
+    push = AlertPushConfig(alertmanager_urls=[dead_url(), am.url],
+                           bearer_token=SecretRef(env="KH_TEST_AM_TOKEN"))
+    push_incidents(push, [incident()])
+    assert am.authorizations == ["Bearer PLANTED-AM-TOKEN"]
+    assert "failed" in caplog.text and "PLANTED-AM-TOKEN" not in caplog.text
+
+
+def test_url_user_info_becomes_basic_auth(am: FakeAlertmanager, caplog) -> None:
+    caplog.set_level("DEBUG")
+    url = am.url.replace("http://", "http://pager:PLANTED-URL-PASS@")
+    push_incidents(AlertPushConfig(alertmanager_urls=[url]), [incident()])
+    assert am.authorizations == ["Basic " + base64.b64encode(b"pager:PLANTED-URL-PASS").decode()]
+    assert "PLANTED-URL-PASS" not in caplog.text
+
+
+def test_unreadable_push_secret_is_a_failure_naming_the_key(am: FakeAlertmanager, caplog,
+                                                           tmp_path: Path) -> None:
+    push = AlertPushConfig(alertmanager_urls=[am.url], username="pager",
+                           password=SecretRef(file=str(tmp_path / "missing")))
+    push_incidents(push, [incident()])
+    assert am.bodies == [] and alertpush.STATS.failures == 1
+    assert "alert_push.password: file" in caplog.text
+
+
+def test_https_member_is_verified_with_the_ca_file(tmp_path: Path) -> None:
+    """A self-signed Alertmanager is reached with its certificate as ca_file, and refused
+    without it."""
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    alertpush.reset_stats()
+    server = FakeAlertmanager()
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    server.server.socket = context.wrap_socket(server.server.socket, server_side=True)
+    url = server.url.replace("http://", "https://")
+    try:
+        push_incidents(AlertPushConfig(alertmanager_urls=[url]), [incident()])
+        assert alertpush.STATS.failures == 1 and server.bodies == [], "unknown CA is refused"
+        alertpush.reset_stats()
+        push_incidents(AlertPushConfig(alertmanager_urls=[url], ca_file=str(cert)),
+                       [incident()])
+        assert alertpush.STATS.failures == 0 and len(server.bodies) == 1
+    finally:
+        server.close()
+        alertpush.reset_stats()
+
+
+@pytest.mark.parametrize("yaml_text, error", [
+    ("alert_push: {alertmanager_urls: [http://a], password: {env: X}}",
+     "alert_push.password: needs alert_push.username"),
+    ("alert_push: {alertmanager_urls: [http://a], username: u, password: {env: X}, "
+     "bearer_token: {env: Y}}", "alert_push.bearer_token: give either"),
+    ("alert_push: {alertmanager_urls: [am:9093]}", "alert_push.alertmanager_urls[0]"),
+])
+def test_push_config_mistakes_are_named(tmp_path: Path, yaml_text: str, error: str) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml_text)
+    with pytest.raises(ConfigError, match=re.escape(error)):
+        load_config(path, environ={})
+
+
+def test_check_secrets_reads_the_push_secrets(tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text("alert_push: {alertmanager_urls: [http://a], bearer_token: {env: KH_NOPE}}")
+    with pytest.raises(ConfigError, match="alert_push.bearer_token: environment variable "
+                                          "KH_NOPE is not set"):
+        load_config(path, environ={}).check_secrets()

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-import pytest
+import dataclasses
+from pathlib import Path
 
-from streaming.config import ConfigError, load_config, redacted
+import pytest
+import yaml
+
+from streaming.config import Config, ConfigError, load_config, redacted
 from streaming.source.reader import source_options
 
 
@@ -63,3 +67,16 @@ def test_missing_secret_env_is_a_clear_error(tmp_path):
     path = write(tmp_path, "source:\n  secrets:\n    sasl.password: {env: KH_NOPE}\n")
     with pytest.raises(ConfigError, match="KH_NOPE is not set"):
         load_config(path, environ={}).source.client_config()
+
+
+def test_example_config_documents_every_key_and_loads():
+    example = Path(__file__).resolve().parents[2] / "deploy" / "config.example.yaml"
+    data = yaml.safe_load(example.read_text())
+    load_config(example, environ={})
+    for section in dataclasses.fields(Config):
+        default = getattr(Config(), section.name)
+        assert section.name in data, section.name
+        if dataclasses.is_dataclass(default):
+            missing = [f.name for f in dataclasses.fields(default)
+                       if f.name not in (data[section.name] or {})]
+            assert not missing, f"{section.name}: {missing} missing from config.example.yaml"
