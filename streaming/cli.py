@@ -288,7 +288,11 @@ def build_parser() -> argparse.ArgumentParser:
     cluster.add_argument("--data-dir", default=None,
                          help="keep the nodes' data here (default: a temporary folder)")
     cluster.add_argument("--brokers", type=int, default=3,
-                         help="watched cluster size, 0 for the metrics cluster only (default: 3)")
+                         help="watched cluster's combined broker+controller nodes, 0 for the "
+                         "metrics cluster only (default: 3)")
+    cluster.add_argument("--broker-only", type=int, default=2,
+                         help="watched cluster's broker-only nodes (default: 2): stop these "
+                         "to take two brokers down without losing the controller quorum")
     cluster.add_argument("--metrics-port", type=int, default=None,
                          help="the metrics cluster's port (default: a free one)")
     cluster.add_argument("--topic", action="append", default=[],

@@ -32,8 +32,8 @@ def run_clusters(args: argparse.Namespace) -> int:
     root = Path(args.data_dir).resolve() if args.data_dir else None
     topics = args.topic or ["kafka-metrics"]
     metrics = metrics_cluster(root / "metrics" if root else None, port=args.metrics_port)
-    watched = (KafkaCluster(args.brokers, root / "watched" if root else None)
-               if args.brokers else None)
+    watched = (KafkaCluster(args.brokers, root / "watched" if root else None,
+                            broker_only=args.broker_only) if args.brokers else None)
     shipper = None
     try:
         metrics.start()
@@ -42,10 +42,10 @@ def run_clusters(args: argparse.Namespace) -> int:
         print(f"metrics cluster  {metrics.bootstrap}  topics: {', '.join(topics)}", flush=True)
         if watched:
             watched.start()
-            print(f"watched cluster  {watched.bootstrap}  ({args.brokers} KRaft nodes, "
-                  "broker+controller)", flush=True)
+            print(f"watched cluster  {watched.bootstrap}  ({args.brokers} KRaft nodes "
+                  f"broker+controller, {args.broker_only} broker-only)", flush=True)
             for node in watched.nodes:
-                print(f"  node {node.node_id}: {node.bootstrap}  jolokia {node.jolokia_url}  "
+                print(f"  node {node.node_id} ({node.roles}): {node.bootstrap}  jolokia {node.jolokia_url}  "
                       f"jmx_exporter {node.jmx_exporter_url}  log {node.log_path}", flush=True)
             if args.ship:
                 shipper = Shipper(targets(watched), args.name, metrics.bootstrap,
@@ -128,10 +128,10 @@ def fault_cycle(cluster: KafkaCluster, say, stop: threading.Event, period: float
     on the leader left), then both back."""
     from streaming.testbed import faults
 
-    ids = [n.node_id for n in cluster.nodes]
-    if len(ids) < 3:
+    only = [n.node_id for n in cluster.nodes if n.roles == "broker"]
+    if len(only) < 2:
         return
-    first, second = ids[-1], ids[-2]
+    first, second = only[-1], only[-2]
     steps = [
         (0.15, lambda: faults.stop_broker(cluster, first, "clean"),
          f"FAULT: broker {first} stopped (clean shutdown): its replicas leave the ISR, "
@@ -207,18 +207,19 @@ def run_real_demo(args: argparse.Namespace) -> int:
     data = Path(args.data_dir).resolve()
     data.mkdir(parents=True, exist_ok=True)
     metrics = metrics_cluster(data / "kafka" / "metrics")
-    watched = KafkaCluster(args.brokers, data / "kafka" / "watched")
+    watched = KafkaCluster(3, data / "kafka" / "watched", broker_only=2)
     shipper = producer = job = None
     threads: list[threading.Thread] = []
     try:
-        say("starting the metrics cluster (1 Kafka node) and the watched cluster "
-            f"({args.brokers} KRaft nodes with Jolokia and jmx_exporter agents)")
+        say("starting the metrics cluster (1 Kafka node) and the watched cluster (3 KRaft "
+            "nodes broker+controller, 2 broker-only; Jolokia and jmx_exporter agents)")
         metrics.start()
         watched.start()
         create_topic(metrics.bootstrap, args.topic, partitions=3)
-        create_topic(watched.bootstrap, ORDERS, partitions=args.partitions,
-                     replication=min(args.replication_factor, args.brokers),
-                     config={"min.insync.replicas": str(args.min_isr)})
+        # on node 1 and the broker-only nodes 4 and 5, so the faults (4 and 5) leave the
+        # controller quorum (1-3) whole
+        create_topic(watched.bootstrap, ORDERS, config={"min.insync.replicas": "2"},
+                     assignment=[[1, 4, 5], [4, 5, 1], [5, 1, 4]] * 2)
         config = load_config(args.config, environ={
             "KAFKA_HEALTH__SOURCE__BOOTSTRAP_SERVERS": metrics.bootstrap,
             "KAFKA_HEALTH__SOURCE__TOPICS": json.dumps([{"name": args.topic,
@@ -238,8 +239,8 @@ def run_real_demo(args: argparse.Namespace) -> int:
         job.start()
         print(f"""
 kafka-health demo (Ctrl-C stops everything)
-  watched    Kafka {watched.bootstrap}, topic {ORDERS} (RF {args.replication_factor}, \
-min.insync.replicas {args.min_isr}), an acks=all producer
+  watched    Kafka {watched.bootstrap}, topic {ORDERS} (RF 3, min.insync.replicas 2),
+             an acks=all producer
   shipper    Jolokia bulk reads every {args.scrape_interval:g}s -> {metrics.bootstrap} {args.topic}
   job        local Spark; Delta under {config.delta.path}
   /metrics   http://{config.exporter.bind}:{config.exporter.port}/metrics

@@ -98,6 +98,7 @@ class KafkaNode:
 
     node_id: int
     directory: Path
+    roles: str = "broker,controller"
     port: int = field(default_factory=free_port)
     controller_port: int = field(default_factory=free_port)
     jolokia_port: int | None = None
@@ -129,11 +130,14 @@ class KafkaNode:
         return self.process is not None and self.process.poll() is None
 
     def write_config(self, voters: str, settings: dict[str, str]) -> Path:
+        listeners = f"PLAINTEXT://127.0.0.1:{self.port}"
+        if "controller" in self.roles:
+            listeners += f",CONTROLLER://127.0.0.1:{self.controller_port}"
         props = {
-            "process.roles": "broker,controller",
+            "process.roles": self.roles,
             "node.id": str(self.node_id),
             "controller.quorum.voters": voters,
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
+            "listeners": listeners,
             "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
@@ -210,15 +214,22 @@ class KafkaNode:
 
 
 class KafkaCluster:
-    """`size` KRaft nodes (ids 1..size) on loopback; a context manager.
+    """`size` KRaft nodes in combined broker+controller mode (ids 1..size) and
+    `broker_only` nodes that are brokers alone (ids after them), on loopback; a context
+    manager.
 
-    `agents=True` attaches the Jolokia and jmx_exporter agents to every node (the watched
-    cluster); the metrics cluster runs without them. `directory` keeps the data (a
-    temporary one, removed on stop, when not given).
+    The broker-only nodes are where faults that take two brokers down belong: with three
+    combined nodes, a second stopped broker is also a second lost controller voter, the
+    quorum is gone, and with it every ISR change (a leader cannot shrink its ISR without
+    the controller), so under min ISR never shows. `agents=True` attaches the Jolokia and
+    jmx_exporter agents to every node (the watched cluster); the metrics cluster runs
+    without them. `directory` keeps the data (a temporary one, removed on exit, when not
+    given).
     """
 
     def __init__(self, size: int = 3, directory: str | Path | None = None, agents: bool = True,
-                 settings: dict[str, str] | None = None, name: str = "watched") -> None:
+                 settings: dict[str, str] | None = None, name: str = "watched",
+                 broker_only: int = 0) -> None:
         self.name = name
         self._tmp = None if directory else tempfile.mkdtemp(prefix=f"kafka-health-{name}-")
         self.directory = Path(directory or self._tmp or "")
@@ -238,9 +249,10 @@ class KafkaCluster:
         }
         self.nodes = [
             KafkaNode(node_id=i, directory=self.directory / f"node-{i}",
+                      roles="broker,controller" if i <= size else "broker",
                       jolokia_port=free_port() if agents else None,
                       jmx_exporter_port=free_port() if agents else None)
-            for i in range(1, size + 1)
+            for i in range(1, size + broker_only + 1)
         ]
 
     @property
@@ -255,7 +267,8 @@ class KafkaCluster:
         every node on its ports, waiting until all brokers are registered."""
         if not any((n.directory / "data" / "meta.properties").exists() for n in self.nodes):
             self.cluster_id = _cluster_id()
-        voters = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in self.nodes)
+        voters = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in self.nodes
+                          if "controller" in n.roles)
         for node in self.nodes:
             node.directory.mkdir(parents=True, exist_ok=True)
             node.write_config(voters, self.settings)
@@ -341,14 +354,22 @@ def metrics_cluster(directory: str | Path | None = None, port: int | None = None
 
 
 def create_topic(bootstrap: str, name: str, partitions: int = 1, replication: int = 1,
-                 config: dict[str, str] | None = None) -> None:
-    """Create a topic if missing and wait until every partition has a leader."""
+                 config: dict[str, str] | None = None,
+                 assignment: list[list[int]] | None = None) -> None:
+    """Create a topic if missing and wait until every partition has a leader.
+    `assignment` places each partition's replicas (the first is its preferred leader) and
+    then sets the partition count and replication factor."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics([NewTopic(name, num_partitions=partitions,
-                                            replication_factor=replication,
-                                            config=config or {})])
+    if assignment:
+        partitions = len(assignment)
+        topic = NewTopic(name, num_partitions=partitions, replication_factor=-1,
+                         replica_assignment=assignment, config=config or {})
+    else:
+        topic = NewTopic(name, num_partitions=partitions, replication_factor=replication,
+                         config=config or {})
+    futures = admin.create_topics([topic])
     for future in futures.values():
         try:
             future.result(timeout=30)

@@ -1,6 +1,6 @@
 """The real-Kafka test bed, shared by every test of this folder (one cluster, restored to
-full health between tests): a watched 3-node KRaft cluster with the Jolokia and
-jmx_exporter agents, the shipper carrying both agents' data into the metrics cluster, a
+full health between tests): a watched KRaft cluster (3 combined nodes, 2 broker-only) with
+the Jolokia and jmx_exporter agents, the shipper carrying both agents' data into the metrics cluster, a
 truth sampler on the Admin API, and the streaming job reading both metrics topics.
 
 The same brokers ship under two cluster names, `via-jolokia` (Jolokia bulk reads as the
@@ -56,9 +56,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def watched() -> Iterator[KafkaCluster]:
-    with KafkaCluster(3) as cluster:
-        create_topic(cluster.bootstrap, ORDERS, partitions=6, replication=3,
-                     config={"min.insync.replicas": "2"})
+    """Nodes 1-3 combined broker+controller, 4 and 5 brokers only; `orders` lives on
+    1, 4 and 5 (leaders rotating), so stopping 4 and 5 leaves leader 1 alone in the ISR
+    while the controller quorum (1-3) stays whole."""
+    with KafkaCluster(3, broker_only=2) as cluster:
+        create_topic(cluster.bootstrap, ORDERS, config={"min.insync.replicas": "2"},
+                     assignment=[[1, 4, 5], [4, 5, 1], [5, 1, 4]] * 2)
         yield cluster
 
 
