@@ -83,6 +83,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from streaming.exporter import Exporter
     from streaming.job import Job
     from streaming.simulate.runner import Simulator
+    from streaming.testbed.demo import demo_config
     from streaming.testbed.kafka import create_topic, metrics_cluster
 
     data = Path(args.data_dir).resolve()
@@ -91,16 +92,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     stop = threading.Event()
     try:
         create_topic(broker.bootstrap, args.topic, partitions=3)
-        config = load_config(args.config, environ={
-            **_env_without_overrides(),
-            "KAFKA_HEALTH__SOURCE__BOOTSTRAP_SERVERS": broker.bootstrap,
-            "KAFKA_HEALTH__SOURCE__TOPICS": json.dumps([{"name": args.topic,
-                                                         "format": "jolokia"}]),
-            "KAFKA_HEALTH__SPARK__CHECKPOINT": str(data / "checkpoint"),
-            "KAFKA_HEALTH__DELTA__PATH": str(data / "delta"),
-            "KAFKA_HEALTH__EXPORTER__PORT": str(args.metrics_port),
-            "KAFKA_HEALTH__SIGNALS__SCRAPE_INTERVAL_SECONDS": str(args.scrape_interval),
-        })
+        config = demo_config(args, broker.bootstrap, data)
         model = _model(args)
         simulator = Simulator(model, broker.bootstrap, args.topic,
                               scrape_interval=args.scrape_interval)
@@ -137,12 +129,6 @@ kafka-health demo running (Ctrl-C stops everything)
 def _truth_line(model) -> str:  # noqa: ANN001
     values = {b: model.broker_values(b)["UnderMinIsrPartitionCount"] for b in model.brokers}
     return " ".join(f"b{b}={v}" for b, v in values.items())
-
-
-def _env_without_overrides() -> dict[str, str]:
-    import os
-
-    return dict(os.environ)
 
 
 def cmd_run(args: argparse.Namespace) -> int:

@@ -71,7 +71,7 @@ def jolokia_single(cluster: str, broker: int, ts: float, samples: list[Sample]) 
     return out
 
 
-def _go_float(value: float) -> str:
+def go_float(value: float) -> str:
     """Value text as prometheus-kafka-adapter writes it (Go's shortest float formatting)."""
     if value != value:
         return "NaN"
@@ -123,7 +123,7 @@ def prometheus_encoder(scheme: str) -> Encoder:
                       "job": "kafka", "cluster": cluster, **dict(entry.match),
                       **sample.labels, **extra}
             out.append((None, orjson.dumps({"timestamp": timestamp,
-                                            "value": _go_float(sample.value),
+                                            "value": go_float(sample.value),
                                             "name": entry.name, "labels": labels})))
         return out
 

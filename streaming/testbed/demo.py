@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import signal
 import threading
 import time
 from pathlib import Path
 
+from streaming.config import Config, load_config
 from streaming.testbed.kafka import KafkaCluster, create_topic, metrics_cluster
 from streaming.testbed.shipper import Shipper, Target
 
@@ -193,10 +195,23 @@ class IncidentNarrator:
                 self.say(f"RESOLVED: {kind} on {where} after {_duration(lasted)}")
 
 
+def demo_config(args: argparse.Namespace, bootstrap: str, data: Path) -> Config:
+    """The demo's config: --config if given, the environment's overrides, then the demo's
+    own keys (the metrics topic, the data folder, the /metrics port) on top."""
+    return load_config(args.config, environ={
+        **os.environ,
+        "KAFKA_HEALTH__SOURCE__BOOTSTRAP_SERVERS": bootstrap,
+        "KAFKA_HEALTH__SOURCE__TOPICS": json.dumps([{"name": args.topic, "format": "jolokia"}]),
+        "KAFKA_HEALTH__SPARK__CHECKPOINT": str(data / "checkpoint"),
+        "KAFKA_HEALTH__DELTA__PATH": str(data / "delta"),
+        "KAFKA_HEALTH__EXPORTER__PORT": str(args.metrics_port),
+        "KAFKA_HEALTH__SIGNALS__SCRAPE_INTERVAL_SECONDS": str(args.scrape_interval),
+    })
+
+
 def run_real_demo(args: argparse.Namespace) -> int:
     """The real test bed end to end, narrated: clusters, shipper, acks=all producer, the job
     on local Spark, and a cycle of real faults."""
-    from streaming.config import load_config
     from streaming.exporter import Exporter
     from streaming.job import Job
 
@@ -220,15 +235,7 @@ def run_real_demo(args: argparse.Namespace) -> int:
         # controller quorum (1-3) whole
         create_topic(watched.bootstrap, ORDERS, config={"min.insync.replicas": "2"},
                      assignment=[[1, 4, 5], [4, 5, 1], [5, 1, 4]] * 2)
-        config = load_config(args.config, environ={
-            "KAFKA_HEALTH__SOURCE__BOOTSTRAP_SERVERS": metrics.bootstrap,
-            "KAFKA_HEALTH__SOURCE__TOPICS": json.dumps([{"name": args.topic,
-                                                         "format": "jolokia"}]),
-            "KAFKA_HEALTH__SPARK__CHECKPOINT": str(data / "checkpoint"),
-            "KAFKA_HEALTH__DELTA__PATH": str(data / "delta"),
-            "KAFKA_HEALTH__EXPORTER__PORT": str(args.metrics_port),
-            "KAFKA_HEALTH__SIGNALS__SCRAPE_INTERVAL_SECONDS": str(args.scrape_interval),
-        })
+        config = demo_config(args, metrics.bootstrap, data)
         shipper = Shipper(targets(watched), args.cluster, metrics.bootstrap,
                           jolokia_topic=args.topic, prometheus_topic=None,
                           interval=args.scrape_interval).start()

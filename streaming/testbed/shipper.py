@@ -30,6 +30,7 @@ from typing import Any
 import orjson
 
 from streaming.catalog import load_catalog
+from streaming.simulate.formats import go_float
 
 LOG = logging.getLogger("kafka_health.shipper")
 # Series families worth shipping from a jmx_exporter scrape; a production remote_write
@@ -96,18 +97,9 @@ def prometheus_adapter_records(text: str, cluster: str, broker: int, instance: s
                 continue
             labels = {"__name__": sample.name, "instance": instance, "job": "kafka",
                       **sample.labels, "cluster": cluster, "broker": str(broker)}
-            out.append(orjson.dumps({"timestamp": stamp, "value": _text(sample.value),
+            out.append(orjson.dumps({"timestamp": stamp, "value": go_float(sample.value),
                                      "name": sample.name, "labels": labels}))
     return out
-
-
-def _text(value: float) -> str:
-    """A value as the adapter (Go's strconv) writes it."""
-    if value != value:
-        return "NaN"
-    if value in (float("inf"), float("-inf")):
-        return "+Inf" if value > 0 else "-Inf"
-    return str(int(value)) if value.is_integer() and abs(value) < 1e21 else repr(value)
 
 
 class Shipper:
