@@ -247,7 +247,7 @@ def main() -> None:
         topic = "bench-metrics"
         create_topic(broker.bootstrap, topic, partitions=PARTITIONS)
         size = prefill(broker.bootstrap, topic, single_sample_stream(args.messages, start))
-        total = args.messages + PARTITIONS
+        total = args.messages
         ceiling = consume_ceiling(broker.bootstrap, topic, broker.process.pid)
         raw = raw_limit(broker.bootstrap, topic, total)
         job = full_job(broker.bootstrap, topic, total, args.cap,

@@ -80,7 +80,7 @@ def main() -> None:
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"  # the driver in this process: loopback, like the cluster
     messages = single_sample_messages(args.messages, time.time() - 3600)
     size = sum(len(v) for _, v in messages) / len(messages)
-    total = args.messages + args.partitions  # prefill ends each partition with a lone record
+    total = args.messages
     work = Path(tempfile.mkdtemp(prefix="kh-scaleout-"))
     with metrics_cluster() as broker, StandaloneCluster(work / "cluster") as cluster:
         topic = "bench-scaleout"
