@@ -1,6 +1,6 @@
 """A healthy real cluster under a steady acks=all producer load opens no incident.
 
-The run lasts KAFKA_HEALTH_HEALTHY_MINUTES (default 3 in the suite; the closing figures
+The run lasts KAFKA_HEALTH_HEALTHY_MINUTES (default 2 in the suite; the closing figures
 come from a 10-minute run: `KAFKA_HEALTH_HEALTHY_MINUTES=10 bash deploy/test.sh -k healthy`).
 """
 
@@ -17,7 +17,7 @@ from tests.integration.helpers import table
 from tests.real_kafka.conftest import NAMES, ORDERS, WINDOW, Bed
 from tests.real_kafka.test_faults import epoch, mismatches, wait_caught_up
 
-MINUTES = float(os.environ.get("KAFKA_HEALTH_HEALTHY_MINUTES", "3"))
+MINUTES = float(os.environ.get("KAFKA_HEALTH_HEALTHY_MINUTES", "2"))
 RATE = 200  # records/s
 
 
