@@ -117,18 +117,39 @@ class SourceConfig:
 
 @dataclass
 class IdentityConfig:
-    """How a sample finds its cluster and broker: labels first, then the record key, then defaults."""
+    """How a sample finds its cluster and broker.
+
+    Cluster, first found wins: a `cluster_labels` label of the sample, then of its record
+    (OTLP resource attributes), the record header `cluster`, the `cluster` group of
+    `key_pattern` in the record key, the topic's own `cluster` (source.topics), and last
+    `default_cluster`. Broker: a `broker_labels` label (sample, then record), the header
+    `broker`, the key's `broker` group, then the first `instance_labels` label that is not
+    a loopback address (a Telegraf beside its broker polls http://localhost:8778), mapped
+    by `instance_map` or else its digits by `broker_from_instance_regex` (Strimzi pod
+    names end in the broker id: my-cluster-kafka-0, my-cluster-broker-3). A sample without a
+    broker is quarantined (no_broker_identity); there is no default broker. A sample whose
+    cluster is `default_cluster` for want of any of the above is kept, counted on
+    kafka_health_pipeline_identity_defaulted_samples_total{field="cluster"} and warned
+    about with its topic (a topic's own cluster is configuration, not counted).
+
+    The defaults cover the common shippers: Strimzi's PodMonitor labels
+    (strimzi_io_cluster, strimzi_io_pod_name, kubernetes_pod_name), Confluent's
+    jmx-monitoring-stacks (hostname), Prometheus' `pod`, OTel resource attributes and
+    Telegraf's jolokia_agent_url ahead of its `host` (a central Telegraf's own machine).
+    """
 
     default_cluster: str = "default"
     cluster_labels: list[str] = field(
-        default_factory=lambda: ["cluster", "kafka_cluster", "kafka.cluster.alias", "cluster_name"]
+        default_factory=lambda: ["cluster", "kafka_cluster", "kafka.cluster.alias", "cluster_name",
+                                 "strimzi_io_cluster"]
     )
     broker_labels: list[str] = field(
         default_factory=lambda: ["broker", "broker_id", "kafka.broker.id", "broker.id"]
     )
     instance_labels: list[str] = field(
         default_factory=lambda: [
-            "instance", "host", "service.instance.id", "host.name", "jolokia_agent_url",
+            "strimzi_io_pod_name", "kubernetes_pod_name", "pod", "jolokia_agent_url",
+            "hostname", "instance", "host", "service.instance.id", "host.name",
         ]
     )
     instance_map: dict[str, str] = field(default_factory=dict)

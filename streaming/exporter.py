@@ -47,6 +47,7 @@ EXTRA_LABELS = {
     "kafka_health_partition_ceiling": ["bound"],
     "kafka_health_partition_headroom_ratio": ["binding_bound"],
     "kafka_health_pipeline_quarantined_records_total": ["reason"],
+    "kafka_health_pipeline_identity_defaulted_samples_total": ["field"],
 }
 
 

@@ -199,6 +199,48 @@ class Handoff:
         return not self.cancelled
 
 
+class DefaultedIdentity:
+    """Samples whose cluster is identity.default_cluster for want of any in their data
+    (the decoders' `cluster_defaulted`): counted on the exporter every batch, and a warning
+    naming the topic at most once per `warn_every_seconds` per topic. Without it a
+    shipper's labels the identity settings miss merge every cluster into one, silently."""
+
+    def __init__(self, default_cluster: str = "default", warn_every_seconds: float = 300.0
+                 ) -> None:
+        self.default_cluster = default_cluster
+        self.warn_every_seconds = warn_every_seconds
+        self.warned: dict[str, float] = {}  # topic -> when last warned
+
+    def __call__(self, bronze: pa.Table, exporter: Exporter | None,
+                 now: float | None = None) -> int:
+        if "cluster_defaulted" not in bronze.column_names or not bronze.num_rows:
+            return 0
+        flags = bronze["cluster_defaulted"]
+        total = int(pc.sum(flags).as_py() or 0)  # one pass over a bit column
+        if not total:
+            return 0
+        if exporter is not None:
+            exporter.count("kafka_health_pipeline_identity_defaulted_samples_total", total,
+                           field="cluster")
+        now = time.monotonic() if now is None else now
+        per_topic = (bronze.select(["source_topic", "cluster_defaulted"]).filter(flags)
+                     .group_by("source_topic").aggregate([([], "count_all")]))
+        for topic, count in zip(per_topic["source_topic"].to_pylist(),
+                                per_topic["count_all"].to_pylist(), strict=True):
+            last = self.warned.get(topic)
+            if last is not None and now - last < self.warn_every_seconds:
+                continue
+            self.warned[topic] = now
+            LOG.warning(
+                "topic %r: %d samples in this batch name no cluster (field cluster defaulted "
+                "to %r): no identity.cluster_labels label, no `cluster` record header or key "
+                "group, no source.topics cluster; set one, or every such cluster merges into "
+                "one (warned at most every %.0f s per topic; counted on "
+                "kafka_health_pipeline_identity_defaulted_samples_total)",
+                topic, count, self.default_cluster, self.warn_every_seconds)
+        return total
+
+
 class BatchProcessor:
     """The foreachBatch body: bronze + quarantine, then recompute the touched windows.
 
@@ -223,6 +265,7 @@ class BatchProcessor:
         self.push_failures_seen = alertpush.STATS.failures
         self.validator = BronzeValidator(config.quality.validate_every_n_batches,
                                          config.quality.sample_rows)
+        self.defaulted = DefaultedIdentity(config.identity.default_cluster)
         self.set_app_id(app_id)
 
     def set_app_id(self, app_id: str) -> None:
@@ -268,8 +311,10 @@ class BatchProcessor:
             thread.start()
             self.deferred = thread  # once started: joining an unstarted thread raises
         with stopwatch(timings, "bronze"):
-            self.tables["bronze"].append(bronze, batch_id)
+            appended = self.tables["bronze"].append(bronze, batch_id)
         failpoints.hit("bronze_committed")
+        if appended:  # a replayed batch was counted the first time
+            self.defaulted(bronze, self.exporter)
         if rejected.num_rows:
             quarantine = pa.table({
                 "ingest_ts": rejected["ingest_ts"],

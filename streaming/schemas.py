@@ -33,6 +33,8 @@ _ARROW_TYPES: dict[str, pa.DataType] = {
     "binary": pa.binary(),
     "timestamp": pa.timestamp("us", tz="UTC"),
     "map<string,string>": pa.map_(pa.string(), pa.string()),
+    "array<struct<key:string,value:binary>>": pa.list_(
+        pa.struct([("key", pa.string()), ("value", pa.binary())])),
 }
 
 _SPARK_DDL = {
@@ -44,6 +46,7 @@ _SPARK_DDL = {
     "binary": "BINARY",
     "timestamp": "TIMESTAMP",
     "map<string,string>": "MAP<STRING,STRING>",
+    "array<struct<key:string,value:binary>>": "ARRAY<STRUCT<key: STRING, value: BINARY>>",
 }
 
 
@@ -51,25 +54,34 @@ def table_spec(table: str) -> dict[str, Any]:
     return load_yaml("tables.yaml")[table]
 
 
-def arrow_schema(table: str) -> pa.Schema:
-    columns = table_spec(table)["columns"]
+def _columns(table: str, optional: bool) -> dict[str, str]:
+    spec = table_spec(table)
+    if not optional:
+        return spec["columns"]
+    return {**spec["columns"], **(spec.get("optional_columns") or {})}
+
+
+def arrow_schema(table: str, optional: bool = False) -> pa.Schema:
+    """The table's columns; with `optional` its optional ones too (kafka_records' headers)."""
+    columns = _columns(table, optional)
     return pa.schema([pa.field(name, _ARROW_TYPES[kind]) for name, kind in columns.items()])
 
 
-def spark_ddl(table: str) -> str:
+def spark_ddl(table: str, optional: bool = False) -> str:
     """DDL string for Spark; stays a string so this module imports without pyspark."""
-    columns = table_spec(table)["columns"]
+    columns = _columns(table, optional)
     return ", ".join(f"`{name}` {_SPARK_DDL[kind]}" for name, kind in columns.items())
 
 
 def decoded_arrow_schema() -> pa.Schema:
-    """The decode stage's output: bronze columns plus the reject reason and raw bytes.
+    """The decode stage's output: bronze columns plus the reject reason and raw bytes, and
+    whether a sample's cluster is identity.default_cluster for want of any in its data.
 
     One schema for good and bad rows lets decoding run as a single pass; the job splits
-    them (reason null = bronze, else quarantine). It crosses Spark packed
-    (streaming.decode.packing).
+    them (reason null = bronze, else quarantine) and counts the defaulted clusters; the
+    bronze table keeps its own columns. It crosses Spark packed (streaming.decode.packing).
     """
     bronze = arrow_schema("bronze")
-    return bronze.append(pa.field("reject_reason", pa.string())).append(
-        pa.field("raw", pa.binary())
-    )
+    return (bronze.append(pa.field("reject_reason", pa.string()))
+            .append(pa.field("raw", pa.binary()))
+            .append(pa.field("cluster_defaulted", pa.bool_())))

@@ -8,11 +8,15 @@ about identity, quarantine or Arrow; `streaming.decode.records` does that once f
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from streaming.schemas import decoded_arrow_schema
+
+# Record headers that name a sample's identity (after labels, before the record key).
+IDENTITY_HEADERS = ("cluster", "broker")
 
 
 class DecodeError(Exception):
@@ -48,6 +52,20 @@ class Rejected:
 
     reason: str
     detail: str
+
+
+def header_groups(headers: list[Any] | None) -> dict[str, str]:
+    """The identity headers of a record ({"cluster": ..., "broker": ...}, the first of each
+    name, empty values left out), from Spark's {key, value} structs or (key, value) pairs."""
+    if not headers:
+        return {}
+    groups: dict[str, str] = {}
+    for header in headers:
+        name, value = (header["key"], header["value"]) if isinstance(header, dict) else header
+        if name in IDENTITY_HEADERS and value and name not in groups:
+            text = value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+            groups[name] = text
+    return groups
 
 
 def _dates(ts: pa.Array) -> pa.Array:

@@ -5,7 +5,8 @@ per-record decoder: orjson, a dict per message, an Observation and a dozen list 
 about 15 µs a record, the largest cost of the job. Arrow's reader parses a chunk of records
 as newline-delimited JSON against a fixed schema in C++ (about 1 µs a record); the catalog is
 then consulted once per distinct (MBean, attribute), identity resolved once per distinct
-(key, topic, agent url, identity labels), and the output columns gathered with `take`.
+(key, topic, agent url, identity labels, identity headers), and the output columns gathered
+with `take`.
 
 Exactness comes before speed: a record is kept here only where its result is provably the
 per-record decoder's; every other record is handed back to that decoder, which writes the
@@ -33,7 +34,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
 from streaming.catalog import Catalog
-from streaming.decode.common import DecodeError, decoded_batch
+from streaming.decode.common import DecodeError, decoded_batch, header_groups
 from streaming.decode.jolokia import resolve_attribute
 
 FAST_MAX_BYTES = 2000
@@ -239,17 +240,35 @@ def _pairs(mbean: pa.Array, attribute: pa.Array, catalog: Catalog, strip: set[st
                   np.where(usable[inverse], inverse, -1))
 
 
+def _header_codes(records: pa.RecordBatch) -> tuple[np.ndarray, list[Any]]:
+    """Codes (-1 = none) of each record's identity headers (cluster, broker) and the
+    distinct header lists they index; no per-record work when no record has headers."""
+    if "headers" not in records.schema.names or records.column("headers").null_count == len(
+            records):
+        return np.full(records.num_rows, -1, dtype=np.int64), []
+    seen: dict[tuple[tuple[str, str], ...], int] = {}
+    codes = np.full(records.num_rows, -1, dtype=np.int64)
+    for i, headers in enumerate(records.column("headers").to_pylist()):
+        groups = tuple(header_groups(headers).items())
+        if groups:
+            codes[i] = seen.setdefault(groups, len(seen))
+    return codes, [[{"key": k, "value": v} for k, v in groups] for groups in seen]
+
+
 def _identities(records: pa.RecordBatch, url: pa.Array, pairs: _Pairs, resolver: Any
-                ) -> tuple[np.ndarray, list[str | None], list[str | None]]:
-    """(index per row into clusters/brokers, -1 = no broker) resolved once per distinct
-    (key, topic, agent url, identity labels), as the per-record decoder's cache does."""
+                ) -> tuple[np.ndarray, list[str | None], list[str | None], list[bool]]:
+    """(index per row into clusters/brokers/defaulted, -1 = no broker) resolved once per
+    distinct (key, topic, agent url, identity labels, identity headers), as the per-record
+    decoder's cache does."""
     key_codes, keys = _codes(records.column("key"))
     topic_codes, topics = _codes(records.column("topic"))
     url_codes, urls = _codes(url)
+    header_codes, headers = _header_codes(records)
     group_codes = np.asarray(pairs.identity_labels, dtype=np.int64)[np.maximum(pairs.row, 0)]
-    stacked = np.stack([key_codes, topic_codes, url_codes, group_codes], axis=1)
+    stacked = np.stack([key_codes, topic_codes, url_codes, group_codes, header_codes], axis=1)
     # One integer per combination where it fits (a 1-D unique sorts far faster than rows).
-    sizes = [len(keys) + 1, len(topics) + 1, len(urls) + 1, len(pairs.identity_groups) + 1]
+    sizes = [len(keys) + 1, len(topics) + 1, len(urls) + 1, len(pairs.identity_groups) + 1,
+             len(headers) + 1]
     if float(np.prod(np.asarray(sizes, dtype=np.float64))) < 2.0**62:
         combined = np.zeros(len(stacked), dtype=np.int64)
         for column, size in zip(stacked.T, sizes, strict=True):
@@ -259,20 +278,23 @@ def _identities(records: pa.RecordBatch, url: pa.Array, pairs: _Pairs, resolver:
         _, first, inverse = np.unique(stacked, axis=0, return_index=True, return_inverse=True)
     clusters: list[str | None] = []
     brokers: list[str | None] = []
+    defaulted: list[bool] = []
     found = np.zeros(len(first), dtype=bool)
-    for i, (k, t, u, g) in enumerate(stacked[first].tolist()):
+    for i, (k, t, u, g, h) in enumerate(stacked[first].tolist()):
         key = keys[k] if k >= 0 else None
         hints = {HINT: urls[u]} if u >= 0 else {}
         try:
-            cluster, broker = resolver.resolve(dict(pairs.identity_groups[g]), hints,
-                                               resolver.key_groups(key), topics[t])
+            cluster, broker, fell_back = resolver.resolve_flagged(
+                dict(pairs.identity_groups[g]), hints,
+                resolver.record_groups(key, headers[h] if h >= 0 else None), topics[t])
         except DecodeError:  # the per-record decoder writes the reject
-            cluster, broker = None, None
+            cluster, broker, fell_back = None, None, False
         clusters.append(cluster)
         brokers.append(broker)
+        defaulted.append(fell_back)
         found[i] = broker is not None
     inverse = inverse.reshape(-1)
-    return np.where(found[inverse], inverse, -1), clusters, brokers
+    return np.where(found[inverse], inverse, -1), clusters, brokers, defaulted
 
 
 def _decode_piece(table: pa.Table, records: pa.RecordBatch, resolver: Any, catalog: Catalog,
@@ -308,7 +330,7 @@ def _decode_piece(table: pa.Table, records: pa.RecordBatch, resolver: Any, catal
               & (np.abs(event_us) < float(2**62))
               & (record_ts >= bounds[0]) & (record_ts <= bounds[1])
               & (event_us >= bounds[0] * 1e6) & (event_us <= bounds[1] * 1e6))
-    identity, clusters, brokers = _identities(records, url, pairs, resolver)
+    identity, clusters, brokers, defaulted = _identities(records, url, pairs, resolver)
     ok &= identity >= 0
     rows = np.flatnonzero(ok)
     if rows.size == 0:
@@ -334,4 +356,5 @@ def _decode_piece(table: pa.Table, records: pa.RecordBatch, resolver: Any, catal
         "ingest_ts": pa.array(np.full(n, ingest_us, dtype=np.int64)).cast(_TIMESTAMP),
         "reject_reason": pa.nulls(n, pa.string()),
         "raw": pa.nulls(n, pa.binary()),
+        "cluster_defaulted": pa.array(defaulted, pa.bool_()).take(who),
     }), rows

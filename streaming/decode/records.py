@@ -23,7 +23,13 @@ import pyarrow.compute as pc
 from streaming.catalog import Catalog, load_catalog
 from streaming.config import Config, IdentityConfig
 from streaming.decode import jolokia, jolokia_columnar, otlp, prometheus, telegraf
-from streaming.decode.common import DecodeError, Observation, Rejected, decoded_batch
+from streaming.decode.common import (
+    DecodeError,
+    Observation,
+    Rejected,
+    decoded_batch,
+    header_groups,
+)
 from streaming.schemas import decoded_arrow_schema
 
 # Detection tries these in order; their looks_like() are mutually exclusive by construction
@@ -44,6 +50,10 @@ DROP_LABELS = ("job", "__name__")
 # Delta keys, exporter labels and alert fields, and no regex runs on more than this.
 MAX_IDENTITY_CHARS = 256
 MAX_KEY_CHARS = 4 * MAX_IDENTITY_CHARS
+# An instance on the loopback (a Telegraf beside its broker polls http://localhost:8778)
+# names no broker: the next instance label does. Anchored, so linear in any input.
+LOOPBACK = re.compile(r"(?:[A-Za-z][A-Za-z0-9+.-]{0,15}://)?"
+                      r"(?:localhost|127(?:\.\d{1,3}){3}|\[::1\]|::1|0\.0\.0\.0)(?:[:/]|$)")
 
 
 def register_decoder(name: str, module: ModuleType) -> None:
@@ -102,7 +112,7 @@ class DecodeContext:
 
 
 class IdentityResolver:
-    """Finds (cluster, broker) for a sample: labels, then the record key, then instance, then defaults."""
+    """Finds (cluster, broker) for a sample; the order is IdentityConfig's docstring."""
 
     def __init__(self, identity: IdentityConfig, topic_clusters: dict[str, str]) -> None:
         self.identity = identity
@@ -127,6 +137,16 @@ class IdentityResolver:
                     return value
         return None
 
+    @staticmethod
+    def _instance(names: list[str], *sources: dict[str, str]) -> str | None:
+        """The first instance label that is not a loopback address."""
+        for source in sources:
+            for name in names:
+                value = source.get(name)
+                if value and not LOOPBACK.match(value):
+                    return value
+        return None
+
     def key_groups(self, key: bytes | None) -> dict[str, str]:
         """The named groups of key_pattern in the record key; DecodeError for a key too long
         to hold a valid identity (and to be matched or cached)."""
@@ -143,21 +163,35 @@ class IdentityResolver:
                 self._key_cache[key] = groups
         return groups
 
+    def record_groups(self, key: bytes | None, headers: list[Any] | None) -> dict[str, str]:
+        """A record's own identity: its headers, else the named groups of its key."""
+        groups = self.key_groups(key)
+        found = header_groups(headers)
+        return {**groups, **found} if found else groups
+
     def resolve(
         self, labels: dict[str, str], hints: dict[str, str], key_groups: dict[str, str], topic: str
     ) -> tuple[str, str | None]:
         """(cluster, broker or None); DecodeError when an identity string is over
         MAX_IDENTITY_CHARS, checked before any regex runs on it."""
+        return self.resolve_flagged(labels, hints, key_groups, topic)[:2]
+
+    def resolve_flagged(
+        self, labels: dict[str, str], hints: dict[str, str], key_groups: dict[str, str], topic: str
+    ) -> tuple[str, str | None, bool]:
+        """resolve() and whether the cluster is default_cluster for want of any other."""
         ident = self.identity
         cluster = (
             self._first(ident.cluster_labels, labels, hints)
             or key_groups.get("cluster")
             or self.topic_clusters.get(topic)
-            or ident.default_cluster
         )
+        defaulted = not cluster
+        if defaulted:
+            cluster = ident.default_cluster
         broker = self._first(ident.broker_labels, labels, hints) or key_groups.get("broker")
         if broker is None:
-            instance = self._first(ident.instance_labels, labels, hints)
+            instance = self._instance(ident.instance_labels, labels, hints)
             if instance is not None:
                 _bounded("instance", instance)
                 broker = ident.instance_map.get(instance)
@@ -167,7 +201,7 @@ class IdentityResolver:
         _bounded("cluster", cluster)
         if broker is not None:
             _bounded("broker", broker)
-        return cluster, broker
+        return cluster, broker, defaulted
 
 
 def _bounded(what: str, value: str) -> None:
@@ -232,6 +266,7 @@ class _Columns:
         c["ingest_ts"].append(self.ingest_us)
         c["reject_reason"].append(reason)
         c["raw"].append(raw[:RAW_KEEP_BYTES] if raw is not None else None)
+        c["cluster_defaulted"].append(None)
         self.record.append(position)
 
     def batch(self) -> pa.RecordBatch:
@@ -288,6 +323,7 @@ def _decode_records(batch: pa.RecordBatch, ctx: DecodeContext, catalog: Catalog,
     value_col, kind_col, fmt_col = c["value"], c["kind"], c["source_format"]
     topic_col, part_col, off_col = c["source_topic"], c["source_partition"], c["source_offset"]
     ingest_col, reason_col, raw_col = c["ingest_ts"], c["reject_reason"], c["raw"]
+    defaulted_col = c["cluster_defaulted"]
     ingest_us = out.ingest_us
     strip = resolver.strip
     labels_cache: dict[tuple[tuple[str, str], ...], list[tuple[str, str]]] = {}
@@ -295,12 +331,13 @@ def _decode_records(batch: pa.RecordBatch, ctx: DecodeContext, catalog: Catalog,
     max_skew = ctx.max_skew_seconds
     bounds = ctx.time_bounds(ingest)
     data = batch.drop_columns(["timestamp"]).to_pydict()
+    headers_col = data.get("headers") or [None] * batch.num_rows
     # As integers: a producer may write a time no datetime can hold (to_pydict raised).
     record_us = batch.column("timestamp").cast(pa.int64()).to_pylist()
     record_col = out.record
-    for position, (key, value, topic, part, off, rec_us) in enumerate(zip(
+    for position, (key, value, topic, part, off, rec_us, headers) in enumerate(zip(
         data["key"], data["value"], data["topic"], data["partition"], data["offset"],
-        record_us, strict=True,
+        record_us, headers_col, strict=True,
     )):
         fmt = ctx.topic_formats.get(topic, "auto")
         record_ts = rec_us / 1_000_000 if rec_us is not None else ingest.timestamp()
@@ -333,7 +370,7 @@ def _decode_records(batch: pa.RecordBatch, ctx: DecodeContext, catalog: Catalog,
                               topic, part, off, position)
             continue
         try:
-            key_groups = resolver.key_groups(key)
+            key_groups = resolver.record_groups(key, headers)
         except DecodeError as err:
             out.append_reject(str(err), value, fmt, topic, part, off, position)
             continue
@@ -350,14 +387,16 @@ def _decode_records(batch: pa.RecordBatch, ctx: DecodeContext, catalog: Catalog,
             if bad is None:
                 items = tuple(obs.labels.items())
                 ident_key = (tuple(i for i in items if i[0] in strip),
-                             tuple(obs_hints.items()) if obs_hints else (), key, topic)
+                             tuple(obs_hints.items()) if obs_hints else (), key, topic,
+                             tuple(key_groups.items()) if headers else ())
                 try:
                     identity = identity_cache.get(ident_key)
                 except TypeError:  # an unhashable hint value: resolve without the cache
                     ident_key, identity = None, None
                 if identity is None:
                     try:
-                        identity = resolver.resolve(obs.labels, obs_hints, key_groups, topic)
+                        identity = resolver.resolve_flagged(obs.labels, obs_hints, key_groups,
+                                                            topic)
                     except DecodeError as err:
                         identity = Rejected(err.reason, err.detail)
                     if ident_key is not None:
@@ -365,7 +404,7 @@ def _decode_records(batch: pa.RecordBatch, ctx: DecodeContext, catalog: Catalog,
                 if identity.__class__ is Rejected:
                     bad = identity
                 else:
-                    cluster, broker = identity
+                    cluster, broker, defaulted = identity
                     if broker is None:
                         bad = Rejected("no_broker_identity", obs.metric or obs.raw_name or "?")
             if bad is not None:
@@ -394,6 +433,7 @@ def _decode_records(batch: pa.RecordBatch, ctx: DecodeContext, catalog: Catalog,
             ingest_col.append(ingest_us)
             reason_col.append(None)
             raw_col.append(None)
+            defaulted_col.append(defaulted)
             record_col.append(position)
         if rejected:
             first = rejected[0]

@@ -1,9 +1,10 @@
 """A PySpark streaming data source over confluent-kafka, shaped like Spark's own kafka source.
 
 Used where spark-sql-kafka is not on the classpath (no Maven here). Same output columns
-(key, value, topic, partition, offset, timestamp, timestampType), offsets as JSON in the
-Spark checkpoint ({"topic": {"0": 42}}), one input partition per topic-partition range,
-a per-trigger cap and failOnDataLoss, like `maxOffsetsPerTrigger` / `failOnDataLoss`.
+(key, value, topic, partition, offset, timestamp, timestampType, and headers as with
+includeHeaders), offsets as JSON in the Spark checkpoint ({"topic": {"0": 42}}), one input
+partition per topic-partition range, a per-trigger cap and failOnDataLoss, like
+`maxOffsetsPerTrigger` / `failOnDataLoss`.
 
 PySpark 4.1 facts this is built around: latestOffset() is given neither the start nor
 a limit and may be called before initialOffset(), so the cap remembers the last end it
@@ -76,7 +77,8 @@ READER_FETCH_QUEUE_BACKOFF_MS = "10"
 # 4 MiB (5 M-record job: 169k -> 186k samples/s; 1 and 2 MiB measured the same as 4).
 # librdkafka refuses a fetch.max.bytes below message.max.bytes (1 MB by default).
 READER_PREFETCH_KBYTES = 4 * 1024
-_RECORDS = arrow_schema("kafka_records")
+_RECORDS = arrow_schema("kafka_records", optional=True)  # with Spark's `headers`
+_HEADERS = _RECORDS.field("headers").type
 _MILLIS = pa.timestamp("ms", tz="UTC")
 _MICROS = pa.timestamp("us", tz="UTC")
 
@@ -213,6 +215,16 @@ def binary_column(items: list[bytes | None]) -> pa.Array:
                                  [None, pa.py_buffer(offsets), pa.py_buffer(data)])
 
 
+def headers_column(messages: list[Any]) -> pa.Array:
+    """Each message's headers as Spark's kafka source gives them (includeHeaders): a list of
+    {key, value} structs, null for a message without any."""
+    headers = [m.headers() for m in messages]
+    if not any(headers):
+        return pa.nulls(len(headers), _HEADERS)
+    return pa.array([[{"key": k, "value": v} for k, v in h] if h else None for h in headers],
+                    _HEADERS)
+
+
 def records_batch(messages: list[Any], want: KafkaRange, position: int
                   ) -> tuple[pa.RecordBatch | None, int]:
     """The kafka_records batch of the messages in `want` from `position` on, and the next
@@ -247,6 +259,7 @@ def records_batch(messages: list[Any], want: KafkaRange, position: int
         pa.array(offsets),
         pa.array(millis, mask=millis < 0).cast(_MILLIS).cast(_MICROS),
         pa.array(np.where(kinds == 1, 0, np.where(kinds == 2, 1, -1)).astype(np.int32)),
+        headers_column(messages),
     ], schema=_RECORDS), int(offsets.max()) + 1
 
 
@@ -490,7 +503,9 @@ class KafkaHealthKafkaSource(DataSource):
         return SOURCE_NAME
 
     def schema(self) -> str:
-        return PACKED_DDL if self.options.get("decode") else spark_ddl("kafka_records")
+        if self.options.get("decode"):
+            return PACKED_DDL
+        return spark_ddl("kafka_records", optional=True)
 
     def streamReader(self, schema: Any) -> KafkaStreamReader:
         return KafkaStreamReader(self.options)

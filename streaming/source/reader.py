@@ -10,7 +10,8 @@ from streaming.decode.records import DecodeContext
 from streaming.decode.stage import decode_stage
 from streaming.source.kafka_python import SOURCE_NAME, KafkaHealthKafkaSource
 
-KAFKA_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp", "timestampType")
+KAFKA_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp", "timestampType",
+                 "headers")  # headers (includeHeaders): the identity headers cluster, broker
 
 
 def source_options(config: Config) -> dict[str, str]:
@@ -47,7 +48,8 @@ def read_metrics_stream(spark: SparkSession, config: Config,
         # Spark's own source: secrets go as kafka.* options, which Spark redacts in its UI/logs.
         options.update({f"kafka.{k}": ref.read(f"source.secrets.{k}")
                         for k, ref in config.source.secrets.items()})
-        reader = spark.readStream.format("kafka").options(**options)
+        reader = spark.readStream.format("kafka").options(**options).option("includeHeaders",
+                                                                            "true")
         return reader.load().select(*[F.col(c) for c in KAFKA_COLUMNS])
     for key, ref in config.source.secrets.items():
         if ref.file:

@@ -340,6 +340,7 @@ OPTIONAL_IN_HEALTHY = {
     "kafka_health_days_to_partition_ceiling",
     "kafka_health_open_incidents",
     "kafka_health_pipeline_quarantined_records_total",
+    "kafka_health_pipeline_identity_defaulted_samples_total",
 }
 
 
@@ -381,6 +382,7 @@ def _value(metric: str, labels: dict[str, str], troubled: bool) -> float:
         "kafka_health_pipeline_batches_total": 100,
         "kafka_health_pipeline_input_records_total": 1_000_000,
         "kafka_health_pipeline_quarantined_records_total": 7,
+        "kafka_health_pipeline_identity_defaulted_samples_total": 5 if troubled else 0,
         "kafka_health_pipeline_dq_failures_total": 1 if troubled else 0,
         "kafka_health_pipeline_source_up": 0 if troubled else 1,
         "kafka_health_pipeline_source_data_loss_total": 1 if troubled else 0,
@@ -391,7 +393,7 @@ def _value(metric: str, labels: dict[str, str], troubled: bool) -> float:
 
 def _label_sets(labelnames: list[str], clusters: dict[str, list[str]]) -> list[dict[str, str]]:
     extra_values = {"bound": BOUNDS, "binding_bound": ["file_descriptors"], "kind": KINDS,
-                    "reason": REASONS}
+                    "reason": REASONS, "field": ["cluster"]}
     sets: list[dict[str, str]] = [{}]
     for name in labelnames:
         if name == "cluster":
