@@ -101,8 +101,10 @@ class AcksAllProducer:
         if self._refusing_since is None:
             self._refusing_since = time.time()
             self._refused_in_episode = 1
-            self.say(f"producer: acks=all write refused with {err.name()}: the ISR is below "
-                     "min.insync.replicas, so Kafka takes no write it could lose")
+            why = ("the ISR is below min.insync.replicas, so Kafka takes no write it could lose"
+                   if err.name().startswith("NOT_ENOUGH_REPLICAS")
+                   else "a broker went away mid-request")
+            self.say(f"producer: acks=all write refused with {err.name()}: {why}")
 
     def _run(self) -> None:
         while not self._stop.wait(1.0 / self.rate):
