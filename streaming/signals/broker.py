@@ -184,6 +184,11 @@ MIN_MEAN_SIGNALS = {  # partial -> (metric, attribute, source column, scale)
     "idle_from_count": ("RequestHandlerAvgIdlePercent", "Count", "rate_per_second", 1e-9),
     "network_processor_idle": ("NetworkProcessorAvgIdlePercent", "Value", "value", 1.0),
 }
+# A Yammer meter's OneMinuteRate reads exactly 0.0 from the broker's start until its first
+# 5-second tick: a restarted broker looked 0 % idle, saturated (seen on Kafka 4.4 after every
+# restart in the real-Kafka demo). A busy pool's decaying average is small, never exactly 0,
+# so an exact 0 is no data yet and the Count-derived idle (or nothing) stands in.
+UNTICKED_ZERO = {"rate_idle"}
 PARTIAL_KEYS = ("cluster", "broker", "window_start")
 # Every partial row's first three: the window's end, its sample count, its newest sample.
 WINDOW_AGGREGATIONS = (("window_end", "max"), ([], "count_all"), ("ts", "max"))
@@ -260,6 +265,8 @@ def _wide_partials(windowed: pa.Table, config: SignalsConfig) -> pa.Table:
         add(name, _only(windowed, "value", masks(metric, attribute)), "max")
     for name, (metric, attribute, source, scale) in MIN_MEAN_SIGNALS.items():
         column = pc.multiply(_only(windowed, source, masks(metric, attribute)), scale)
+        if name in UNTICKED_ZERO:
+            column = pc.if_else(pc.equal(column, 0.0), pa.scalar(None, pa.float64()), column)
         add(name, column, "min", "sum")
         aggregations.append((name, "count"))
     ratio = pc.divide(_only(windowed, "value", masks("RequestQueueSize")),

@@ -278,7 +278,8 @@ kafka-health demo (Ctrl-C stops everything)
         narrator.poll()
         print(f"""
 summary: {narrator.opened} incident(s) opened, {narrator.resolved} resolved; producer \
-{producer.delivered} delivered, {producer.refused} refused with NOT_ENOUGH_REPLICAS
+{producer.delivered} delivered, {producer.refused} refused (NOT_ENOUGH_REPLICAS, or timed \
+out while a broker went away)
   tables   {config.delta.path}/{{bronze,quarantine,broker_signals,cluster_signals,incidents,\
 partition_headroom,dq_results}}
   report   kafka-health report --delta {config.delta.path} --out {data / 'report'}

@@ -67,3 +67,22 @@ def test_one_minute_rate_wins_when_both_are_exported():
     idle = [0.9, 0.9, 0.9, 0.9, 0.1, 0.1, 0.1, 0.1]
     windows = idle_by_window(meter_samples(idle, one_minute_rate=True))
     assert windows[1] == pytest.approx((0.15, 0.15))
+
+
+
+def test_a_meter_that_has_not_ticked_yet_is_not_zero_idle():
+    """Right after a broker starts, RequestHandlerAvgIdlePercent's OneMinuteRate is exactly
+    0.0 until the meter's first tick: no data, not a saturated pool; a real low idle stays."""
+    schema = arrow_schema("bronze")
+
+    def window(value: float) -> float | None:
+        row = {name: None for name in schema.names} | {
+            "cluster": "c1", "broker": "1", "ts": START,
+            "metric": "RequestHandlerAvgIdlePercent", "attribute": "OneMinuteRate",
+            "labels": [], "value": value, "kind": "gauge", "source_offset": 0,
+            "date": START.strftime("%Y-%m-%d")}
+        samples = pa.Table.from_pylist([row], schema=schema)
+        return broker_signals(samples, SignalsConfig()).to_pylist()[0]["request_handler_idle_min"]
+
+    assert window(0.0) is None
+    assert window(0.03) == pytest.approx(0.03)
