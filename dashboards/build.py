@@ -1120,11 +1120,15 @@ def pipeline() -> dict:
         row("Data quality"),
         timeseries("Quarantined records by reason",
                    "Records sent to quarantine per second, by reason (not JSON, wrong types, "
-                   "NaN, negative counter, timestamp far off, unknown format). Bad: any "
-                   "sustained rate. No data until the first record is quarantined.",
+                   "NaN, negative counter, timestamp far off, unknown format), and samples "
+                   "whose cluster fell to identity.default_cluster. Bad: any sustained rate. "
+                   "No reasons until the first record is quarantined.",
                    [target("sum by (reason) (rate("
                            f"kafka_health_pipeline_quarantined_records_total{{{I}}}"
-                           "[$__rate_interval]))", "{{reason}}")],
+                           "[$__rate_interval]))", "{{reason}}"),
+                    target("sum(rate(kafka_health_pipeline_identity_defaulted_samples_total"
+                           f"{{{I}}}[$__rate_interval])) or 0 * max(kafka_health_pipeline_up"
+                           f"{{{I}}})", "cluster defaulted (samples/s)", "B")],
                    unit="suffix: rows/s", w=8),
         timeseries("Quarantine ratio",
                    "Quarantined records / records read. Bad: >= 1% (orange) - a producer or "
