@@ -282,6 +282,7 @@ class KafkaStreamReader(DataSourceStreamReader):
             options.get("checkpointLocation")
         )
         self._meta: Any = None
+        self._initial: dict[str, dict[str, int]] | None = None
         self._unreachable_since: float | None = None
         self._unreachable_logged = 0.0
 
@@ -327,6 +328,11 @@ class KafkaStreamReader(DataSourceStreamReader):
         return out
 
     def initialOffset(self) -> dict:
+        # PySpark asks latestOffset() before initialOffset() on a fresh start: "latest" read
+        # twice could start a busy topic after the first batch's end (a false data loss),
+        # so both answer from the one snapshot latestOffset took.
+        if self._initial is not None:
+            return self._initial
         if self.starting in ("earliest", "latest"):
             return self._offsets(self.starting)
         return json.loads(self.starting)
@@ -338,6 +344,8 @@ class KafkaStreamReader(DataSourceStreamReader):
         try:
             latest = self._offsets("latest")
             if start is None:
+                if self.starting == "latest":
+                    self._initial = latest
                 start = self.initialOffset()
         except KafkaException as err:
             if start is None:
