@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -201,6 +202,12 @@ class Exporter:
             for (cluster, _), ts in self._broker_last_ts.items():
                 if ts is not None and (cluster not in newest or ts > newest[cluster]):
                     newest[cluster] = ts
+            # Capped at the wall clock: a broker whose clock runs ahead would otherwise hide
+            # its cluster going dark (time() - this) for as long as its clock is ahead.
+            now = time.time()
+            for cluster, ts in newest.items():
+                self.gauges["kafka_health_cluster_last_sample_timestamp_seconds"].labels(
+                    cluster).set(min(ts.timestamp(), now))
             for (cluster, broker), ts in self._broker_last_ts.items():
                 if ts is None:
                     continue
