@@ -733,6 +733,10 @@ class ProgressListener(JsonProgressListener):
     def onQueryStarted(self, event: Any) -> None:
         if self.exporter:
             self.exporter.pipeline("kafka_health_pipeline_up", 1)
+            # The stall clock starts with the query: left at 0 until the first batch, a
+            # restarted driver would read as stalled since 1970 and page at once.
+            self.exporter.pipeline("kafka_health_pipeline_last_batch_timestamp_seconds",
+                                   time.time())
 
     def onQueryProgress(self, event: Any) -> None:
         if self.after_first_batch is not None:
