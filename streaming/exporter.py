@@ -10,7 +10,8 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from datetime import datetime, timedelta
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
@@ -78,9 +79,30 @@ class SeriesWrites:
                 gauges[gauge].labels(*labels).set(value)
 
 
+def window_rank(row: dict[str, Any], now: float) -> datetime:
+    """Where a window stands in "newest window wins": its start, but no later than the
+    start of the window the wall clock is in.
+
+    Why: a window ahead of the wall clock (one sample from a broker whose clock is ahead,
+    within the quarantine's allowance) would otherwise stay newest until real time caught
+    up, and every real window after it, an under-min-ISR of 7 among them, would be hidden.
+    Ranked at the wall clock's window, it ties with the current real window, and a tie goes
+    to the row handed over later: data that arrives later is never masked by a future one.
+    A broker whose clock always runs ahead thus still exports each new window.
+    """
+    start, width = row["window_start"], row["window_end"] - row["window_start"]
+    if width <= timedelta(0):
+        return start
+    wall = datetime.fromtimestamp(now, UTC)
+    current = wall - (wall - start) % width  # the wall clock's window, on start's grid
+    return min(start, current)
+
+
 class Exporter:
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+    def __init__(self, registry: CollectorRegistry | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
         self.registry = registry or CollectorRegistry()
+        self.clock = clock
         self.gauges: dict[str, Gauge] = {}
         self.counters: dict[str, Counter] = {}
         spec = load_yaml("exported_metrics.yaml")
@@ -114,15 +136,18 @@ class Exporter:
         """Export each broker's newest window; an older (late-corrected) window never wins,
         except in the unclean-election hold (UNCLEAN_HOLD), which takes every window."""
         writes = SeriesWrites()
+        now = self.clock()
+        ranked = sorted(((window_rank(r, now), r) for r in rows),
+                        key=lambda p: (p[0], p[1]["window_start"]))
         with self._lock:
-            for row in sorted(rows, key=lambda r: r["window_start"]):
+            for rank, row in ranked:
                 key = (row["cluster"], row["broker"])
                 if row.get("unclean_elections_increase") is not None:
                     self._unclean.setdefault(key, {})[row["window_start"]] = \
                         row["unclean_elections_increase"]
-                if row["window_start"] < self._broker_window.get(key, row["window_start"]):
+                if rank < self._broker_window.get(key, rank):
                     continue
-                self._broker_window[key] = row["window_start"]
+                self._broker_window[key] = rank
                 last = row.get("last_sample_ts")
                 if last is not None and last > self._broker_last_ts.get(key, last):
                     self._broker_last_ts[key] = last
@@ -139,12 +164,15 @@ class Exporter:
                 self.gauges[UNCLEAN_GAUGE].labels(*key).set(sum(windows.values()))
 
     def update_clusters(self, rows: list[dict[str, Any]]) -> None:
+        now = self.clock()
+        ranked = sorted(((window_rank(r, now), r) for r in rows),
+                        key=lambda p: (p[0], p[1]["window_start"]))
         with self._lock:
-            for row in sorted(rows, key=lambda r: r["window_start"]):
+            for rank, row in ranked:
                 cluster = row["cluster"]
-                if row["window_start"] < self._cluster_window.get(cluster, row["window_start"]):
+                if rank < self._cluster_window.get(cluster, rank):
                     continue
-                self._cluster_window[cluster] = row["window_start"]
+                self._cluster_window[cluster] = rank
                 for gauge, column in CLUSTER_COLUMNS.items():
                     value = row.get(column)
                     if value is not None:
@@ -204,14 +232,17 @@ class Exporter:
                     newest[cluster] = ts
             # Capped at the wall clock: a broker whose clock runs ahead would otherwise hide
             # its cluster going dark (time() - this) for as long as its clock is ahead.
-            now = time.time()
+            now = self.clock()
             for cluster, ts in newest.items():
                 self.gauges["kafka_health_cluster_last_sample_timestamp_seconds"].labels(
                     cluster).set(min(ts.timestamp(), now))
             for (cluster, broker), ts in self._broker_last_ts.items():
                 if ts is None:
                     continue
-                age = (newest[cluster] - ts).total_seconds()
+                # A sample ahead of the wall clock counts as now, for the same reason: one
+                # future-dated sample must not make its cluster's other brokers look stale.
+                wall = datetime.fromtimestamp(now, UTC)
+                age = (min(newest[cluster], wall) - min(ts, wall)).total_seconds()
                 is_stale = age > stale_after_seconds
                 self.gauges["kafka_health_broker_last_sample_age_seconds"].labels(
                     cluster, broker).set(age)

@@ -80,3 +80,49 @@ def test_a_batch_of_rows_leaves_the_series_one_row_at_a_time_would():
             (("binding_bound", "mmap"), ("broker", "3"), ("cluster", "c1"))) not in want
     assert ("kafka_health_days_to_partition_ceiling", (("broker", "4"), ("cluster", "c1"))
             ) not in want, "the newest evaluation has no forecast: the series is dropped"
+
+
+class Clock:
+    """Wall clock the exporter reads, moved by the test."""
+
+    def __init__(self, at: datetime) -> None:
+        self.at = at
+
+    def __call__(self) -> float:
+        return self.at.timestamp()
+
+
+def test_a_future_dated_window_does_not_hide_later_real_windows():
+    """One sample 5 minutes ahead (inside the quarantine's 600 s allowance) used to stay the
+    "newest window" and freeze the gauges: a real under-min-ISR of 7 exported 0."""
+    clock = Clock(T0 + timedelta(seconds=30))
+    exporter = Exporter(clock=clock)
+    exporter.update_brokers([row(0), row(5)])  # minute 5 is in the future
+    assert value(exporter, "kafka_health_under_min_isr_partitions") == 0.0
+    clock.at = T0 + timedelta(seconds=45)
+    exporter.update_brokers([row(0, under_min=7.0)])
+    assert value(exporter, "kafka_health_under_min_isr_partitions") == 7.0
+    clock.at = T0 + timedelta(minutes=1, seconds=10)
+    exporter.update_brokers([row(1, under_min=3.0)])
+    assert value(exporter, "kafka_health_under_min_isr_partitions") == 3.0
+    exporter.update_brokers([row(0, under_min=9.0)])  # a late correction of an older window
+    assert value(exporter, "kafka_health_under_min_isr_partitions") == 3.0
+
+
+def test_a_broker_whose_clock_runs_ahead_still_exports_each_new_window():
+    clock = Clock(T0 + timedelta(seconds=10))
+    exporter = Exporter(clock=clock)
+    for minute in range(3):  # the broker's windows are always 2 minutes ahead
+        clock.at = T0 + timedelta(minutes=minute, seconds=10)
+        exporter.update_brokers([row(minute + 2, under_min=float(minute))])
+        assert value(exporter, "kafka_health_under_min_isr_partitions") == float(minute)
+
+
+def test_a_future_dated_sample_does_not_make_the_other_brokers_stale():
+    clock = Clock(T0 + timedelta(seconds=50))
+    exporter = Exporter(clock=clock)
+    ahead = row(5) | {"broker": "4", "last_sample_ts": T0 + timedelta(minutes=5)}
+    exporter.update_brokers([row(0) | {"last_sample_ts": T0 + timedelta(seconds=45)}, ahead])
+    assert exporter.update_staleness(45.0) == []
+    assert value(exporter, "kafka_health_broker_stale") == 0.0
+    assert value(exporter, "kafka_health_broker_last_sample_age_seconds") == 5.0
