@@ -16,6 +16,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 ALERTMANAGER_YML = REPO / "alerts" / "alertmanager.yml"
 WARNING_RECEIVER = "kafka-health-warnings"
+HEARTBEAT_RECEIVER = "kafka-health-heartbeat"
 
 
 class _NoAliasDumper(yaml.SafeDumper):
@@ -35,11 +36,13 @@ def render_alertmanager_config(
     pagerduty_url: str | None = None,
     routing_key_file: str | Path | None = None,
     warning_webhook_url: str | None = None,
+    heartbeat_url: str | None = None,
     source: Path = ALERTMANAGER_YML,
 ) -> str:
     """Return alertmanager.yml text with every PagerDuty ``url`` / ``routing_key_file``
-    replaced (when given) and, optionally, a webhook attached to the warnings receiver.
-    Routing, grouping, inhibition and templates stay exactly as committed."""
+    replaced (when given), optionally a webhook attached to the warnings receiver and the
+    heartbeat receiver's webhook pointed at ``heartbeat_url``. Routing, grouping,
+    inhibition and templates stay exactly as committed."""
     cfg = load_alertmanager_config(source)
     found = 0
     for receiver in cfg.get("receivers", []):
@@ -51,6 +54,9 @@ def render_alertmanager_config(
                 pd["routing_key_file"] = str(routing_key_file)
         if warning_webhook_url is not None and receiver["name"] == WARNING_RECEIVER:
             receiver["webhook_configs"] = [{"url": warning_webhook_url, "send_resolved": True}]
+        if heartbeat_url is not None and receiver["name"] == HEARTBEAT_RECEIVER:
+            for hook in receiver["webhook_configs"]:
+                hook["url"] = heartbeat_url
     if not found:
         raise ValueError(f"{source}: no pagerduty_configs found")
     return yaml.dump(cfg, Dumper=_NoAliasDumper, sort_keys=False, width=1000)

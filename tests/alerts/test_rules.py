@@ -149,6 +149,16 @@ def by_alert(name: str) -> dict[str, Any]:
     return next(r for r in alert_rules() if r["alert"] == name)
 
 
+def matches(matcher: str, labels: dict[str, str]) -> bool:
+    """One Alertmanager matcher string (name="v", !=, =~, !~) against a label set."""
+    m = re.fullmatch(r'\s*(\w+)\s*(=~|!~|!=|=)\s*"(.*)"\s*', matcher)
+    assert m, f"unparsed matcher {matcher!r}"
+    name, op, value = m.groups()
+    have = labels.get(name, "")
+    hit = re.fullmatch(value, have) is not None if "~" in op else have == value
+    return hit != op.startswith("!")
+
+
 def duration_seconds(text: str) -> float:
     units = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
     total = 0.0
@@ -189,10 +199,13 @@ def test_amtool_check_rendered_local_config(tmp_path: Path) -> None:
             pagerduty_url="http://127.0.0.1:18080/v2/enqueue",
             routing_key_file=key,
             warning_webhook_url="http://127.0.0.1:18081/warnings",
+            heartbeat_url="http://127.0.0.1:18082/heartbeat",
         )
     )
     assert_ok(run([tool("amtool"), "check-config", str(rendered)]))
     cfg = load_yaml(rendered)
+    [heartbeat] = [r for r in cfg["receivers"] if r["name"] == "kafka-health-heartbeat"]
+    assert [h["url"] for h in heartbeat["webhook_configs"]] == ["http://127.0.0.1:18082/heartbeat"]
     pds = [pd for r in cfg["receivers"] for pd in r.get("pagerduty_configs") or []]
     assert pds and all(pd["url"] == "http://127.0.0.1:18080/v2/enqueue" for pd in pds)
     assert all(pd["routing_key_file"] == str(key) for pd in pds)
@@ -224,8 +237,28 @@ def test_amtool_check_rendered_local_config(tmp_path: Path) -> None:
             "kafka-health-warnings",
         ),
         (
-            ["severity=warning", "category=pipeline", "alertname=KafkaHealthPipelineDown"],
+            ["severity=warning", "category=pipeline", "alertname=KafkaHealthPipelineLagging"],
             "kafka-health-warnings",
+        ),
+        (
+            ["severity=critical", "category=pipeline", "alertname=KafkaHealthPipelineDown"],
+            "pagerduty-critical",
+        ),
+        (
+            ["severity=critical", "category=pipeline", "alertname=KafkaHealthPipelineStalled"],
+            "pagerduty-critical",
+        ),
+        (
+            ["severity=critical", "category=pipeline", "alertname=KafkaHealthSourceUnreachable"],
+            "pagerduty-critical",
+        ),
+        (
+            ["severity=critical", "category=staleness", "alertname=KafkaClusterDark"],
+            "pagerduty-critical",
+        ),
+        (
+            ["severity=none", "category=heartbeat", "alertname=KafkaHealthWatchdog"],
+            "kafka-health-heartbeat",
         ),
     ],
 )
@@ -256,6 +289,26 @@ def test_pagerduty_secret_not_committed() -> None:
     assert critical and all(duration_seconds(r["group_wait"]) <= 5 for r in critical)
 
 
+def test_heartbeat_is_steady_never_pages_and_never_inhibits() -> None:
+    """The watchdog reaches only its webhook, often enough for an external dead man's
+    switch, and takes no part in inhibition (as source it would mute everything; as
+    target the heartbeat would stop exactly when something else fires)."""
+    cfg = load_yaml(ALERTMANAGER)
+    [route] = [r for r in cfg["route"]["routes"] if r["receiver"] == "kafka-health-heartbeat"]
+    assert cfg["route"]["routes"][0] is route, "matched before any other route"
+    assert not route.get("continue") and not route.get("routes")
+    assert duration_seconds(route["repeat_interval"]) <= 60
+    [receiver] = [r for r in cfg["receivers"] if r["name"] == "kafka-health-heartbeat"]
+    assert set(receiver) == {"name", "webhook_configs"}, "no paging integration"
+    assert [h["send_resolved"] for h in receiver["webhook_configs"]] == [False]
+    watchdog = by_alert("KafkaHealthWatchdog")
+    labels = {"alertname": "KafkaHealthWatchdog", **watchdog["labels"]}
+    for rule in cfg["inhibit_rules"]:
+        for side in ("source_matchers", "target_matchers"):
+            assert not all(matches(m, labels) for m in rule[side]), (side, rule)
+    assert watchdog["expr"].strip() == "vector(1)" and "for" not in watchdog
+
+
 # --- rule metadata and the contract --------------------------------------------------------
 
 
@@ -263,9 +316,11 @@ def test_pagerduty_secret_not_committed() -> None:
 def test_rule_metadata(name: str) -> None:
     rule = by_alert(name)
     labels, ann = rule.get("labels", {}), rule.get("annotations", {})
-    assert labels.get("severity") in {"critical", "warning"}, labels
+    assert labels.get("severity") in {"critical", "warning", "none"}, labels
     assert labels.get("team") == "kafka", labels
-    assert labels.get("category") in {"data_loss", "cluster_fault", "staleness", "pipeline"}
+    assert labels.get("category") in {
+        "data_loss", "cluster_fault", "staleness", "pipeline", "heartbeat"}
+    assert (labels["severity"] == "none") == (labels["category"] == "heartbeat"), labels
     for key in ("summary", "description", "runbook_url"):
         assert str(ann.get(key, "")).strip(), f"{name}: missing annotation {key}"
     url = ann["runbook_url"]
@@ -288,6 +343,8 @@ def test_every_runbook_belongs_to_an_alert() -> None:
 def test_expr_metrics_are_in_the_contract(name: str) -> None:
     known = contract()
     used = metric_names(by_alert(name)["expr"])
+    if by_alert(name)["labels"]["category"] == "heartbeat":
+        return  # reads no series by design (vector(1))
     assert used, f"{name}: no metric in expr"
     unknown = used - set(known)
     assert not unknown, f"{name}: {sorted(unknown)} not in {CONTRACT.relative_to(REPO)}"
@@ -330,6 +387,11 @@ def test_paging_set_matches_design() -> None:
         "KafkaUnderMinIsrPartitions",
         "KafkaOfflinePartitions",
         "KafkaActiveControllerCountAbnormal",
+        # a blind monitor pages: the pipeline, its source, or a whole cluster gone quiet
+        "KafkaHealthPipelineDown",
+        "KafkaHealthPipelineStalled",
+        "KafkaHealthSourceUnreachable",
+        "KafkaClusterDark",
     }
     assert duration_seconds(by_alert("KafkaUnderMinIsrPartitions")["for"]) <= 10
 
@@ -366,6 +428,11 @@ def _test_cases() -> dict[str, list[list[dict[str, Any]]]]:
 def test_each_rule_is_unit_tested_quiet_firing_resolved(name: str) -> None:
     groups = _test_cases().get(name)
     assert groups, f"{name}: no promtool test"
+    if by_alert(name)["labels"]["category"] == "heartbeat":
+        cases = [c for cases in groups for c in cases]
+        assert any(duration_seconds(c["eval_time"]) == 0 for c in cases), "fires from the start"
+        assert all(c.get("exp_alerts") for c in cases), f"{name} must fire at every evaluation"
+        return
 
     def quiet_fire_resolve(cases: list[dict[str, Any]]) -> bool:
         states = ["fire" if c.get("exp_alerts") else "quiet" for c in cases]
