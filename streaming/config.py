@@ -178,6 +178,14 @@ class QualityConfig:
     max_ahead_of_wall_clock_seconds: float | None = 600.0
     max_behind_wall_clock_seconds: float | None = 7 * 86400.0
     max_message_bytes: int = 10 * 1024 * 1024
+    # One record's bounds, each its own quarantine reason; decoding stops at the first
+    # sample past the cap, so a hostile record costs a bounded amount of worker memory
+    # (about 1.2 KB a sample in flight: 850k samples took +1 GB). 100k: a broker with
+    # 4,000 partitions read with per-partition Log and Partition MBeans (4 + 5 numeric
+    # attributes each) is about 36k samples in one Jolokia bulk read, so 2.5x margin.
+    max_samples_per_record: int = 100_000  # too_many_samples: the record, whole
+    max_labels_per_sample: int = 64  # too_many_labels: that sample (identity labels count)
+    max_label_chars: int = 1024  # label_too_long: a key or value longer, that sample
     validate_every_n_batches: int = 10
     sample_rows: int = 5000
 
@@ -186,6 +194,10 @@ class QualityConfig:
             value = getattr(self, name)
             if value is not None and not value > 0:
                 raise ConfigError(f"{path}.{name}: must be > 0 seconds or null (no limit)")
+        for name in ("max_message_bytes", "max_samples_per_record", "max_labels_per_sample",
+                     "max_label_chars"):
+            if not getattr(self, name) > 0:
+                raise ConfigError(f"{path}.{name}: must be a whole number > 0")
 
 
 @dataclass
