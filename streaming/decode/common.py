@@ -7,6 +7,7 @@ about identity, quarantine or Arrow; `streaming.decode.records` does that once f
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,6 +53,86 @@ class Rejected:
 
     reason: str
     detail: str
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one record may hold (QualityConfig's max_samples_per_record, ...)."""
+
+    samples_per_record: int = 100_000
+    labels_per_sample: int = 64
+    label_chars: int = 1024
+
+
+# The limits of the batch being decoded. A context variable rather than a decode()
+# argument: decoders (registered ones too) keep their (doc, catalog) signature, and every
+# `Observations` list they build enforces the same limits.
+DEFAULT_LIMITS = Limits()  # frozen
+LIMITS: ContextVar[Limits] = ContextVar("kafka_health_decode_limits", default=DEFAULT_LIMITS)
+
+
+def bounded(what: str, value: str, limit: int, reason: str) -> None:
+    """DecodeError `reason` for a string over `limit` characters, showing only its head."""
+    if len(value) > limit:
+        raise DecodeError(reason, f"{what} of {len(value)} characters (at most {limit}): "
+                                  f"{value[:60]!r}...")
+
+
+def check_labels(labels: dict[str, str], limits: Limits) -> None:
+    """DecodeError (too_many_labels, label_too_long) for a label set over the limits."""
+    if len(labels) > limits.labels_per_sample:
+        raise DecodeError("too_many_labels", f"{len(labels)} labels (at most "
+                                             f"{limits.labels_per_sample})")
+    for key, value in labels.items():
+        bounded("label key", key, limits.label_chars, "label_too_long")
+        bounded(f"label {key[:60]!r}", value, limits.label_chars, "label_too_long")
+
+
+class Observations(list):
+    """A decoder's output list, bounded as it grows: one hostile record (a 10 MB Telegraf
+    message expands to 850k samples, +1 GB) must stop decoding the moment it passes the
+    cap, not after every sample exists. Passing it raises DecodeError too_many_samples (the
+    record is quarantined whole); an observation whose labels or hints break the label
+    limits is stored as a Rejected in its place (that sample is quarantined, the record's
+    others are kept)."""
+
+    __slots__ = ("limits", "labels_ok", "hints_ok")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.limits = LIMITS.get()
+        # Decoders share label dicts between samples (Jolokia's per-MBean labels, an OTLP
+        # resource's hints): the last one that passed is not checked again.
+        self.labels_ok: object = None
+        self.hints_ok: object = None
+
+    def _room(self, more: int) -> None:
+        cap = self.limits.samples_per_record
+        if len(self) + more > cap:
+            raise DecodeError("too_many_samples", f"more than {cap} samples in one record")
+
+    def append(self, item: Any) -> None:
+        self._room(1)
+        if item.__class__ is not Rejected:
+            try:
+                if item.labels is not self.labels_ok:
+                    check_labels(item.labels, self.limits)
+                    self.labels_ok = item.labels
+                hints = getattr(item, "hints", None)
+                if hints is not None and hints is not self.hints_ok:
+                    check_labels(hints, self.limits)
+                    self.hints_ok = hints
+            except DecodeError as err:
+                item = Rejected(err.reason, err.detail)
+        super().append(item)
+
+    def extend(self, items: Any) -> None:
+        if isinstance(items, Observations):  # checked item by item as it was built
+            self._room(len(items))
+            super().extend(items)
+            return
+        for item in items:
+            self.append(item)
 
 
 def header_groups(headers: list[Any] | None) -> dict[str, str]:

@@ -18,7 +18,7 @@ import math
 from typing import Any
 
 from streaming.catalog import Catalog, parse_object_name
-from streaming.decode.common import DecodeError, Observation, Rejected
+from streaming.decode.common import DecodeError, Observation, Observations, Rejected
 
 IDENTITY_PROPS = ("type", "name")
 
@@ -65,7 +65,7 @@ def _mbean_observations(
     that arriving as a string or list is a broken exporter, rejected, not dropped unseen.
     A malformed ObjectName is one rejection for the MBean: a bulk or pattern read keeps the
     samples of its other MBeans."""
-    out: list[Observation | Rejected] = []
+    out = Observations()
     for attribute, raw in attributes.items():
         value = _number(raw)
         try:
@@ -108,7 +108,7 @@ def _entry_observations(catalog: Catalog, entry: Any) -> list[Observation | Reje
             raise DecodeError("wrong_type", f"value of {mbean[:120]} is not a number or object")
         raise DecodeError("missing_field", "request.attribute for a scalar value")
     if "*" in mbean or "?" in mbean:
-        out = []
+        out = Observations()
         for object_name, attributes in value.items():
             if isinstance(attributes, dict):
                 out.extend(_mbean_observations(catalog, object_name, attributes, ts))
@@ -119,7 +119,7 @@ def _entry_observations(catalog: Catalog, entry: Any) -> list[Observation | Reje
 def decode(doc: Any, catalog: Catalog) -> tuple[list[Observation | Rejected], dict[str, str]]:
     """Observations of one message plus record-level identity hints (proxy target url)."""
     entries = doc if isinstance(doc, list) else [doc]
-    observations: list[Observation | Rejected] = []
+    observations = Observations()
     hints: dict[str, str] = {}
     for entry in entries:
         observations.extend(_entry_observations(catalog, entry))

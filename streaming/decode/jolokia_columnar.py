@@ -34,7 +34,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
 from streaming.catalog import Catalog
-from streaming.decode.common import DecodeError, decoded_batch, header_groups
+from streaming.decode.common import LIMITS, DecodeError, check_labels, decoded_batch, header_groups
 from streaming.decode.jolokia import resolve_attribute
 
 FAST_MAX_BYTES = 2000
@@ -220,12 +220,14 @@ def _pairs(mbean: pa.Array, attribute: pa.Array, catalog: Catalog, strip: set[st
     identity_labels: list[int] = []
     groups: dict[tuple[tuple[str, str], ...], int] = {}
     usable = np.zeros(len(distinct), dtype=bool)
+    limits = LIMITS.get()
     for i, code in enumerate(distinct.tolist()):
         resolved = None
         if code >= 0:
             try:
                 resolved = resolve_attribute(catalog, m_values[code // width],
                                              a_values[code % width])
+                check_labels(resolved[3], limits)  # the per-record decoder rejects it
                 usable[i] = True
             except DecodeError:
                 pass

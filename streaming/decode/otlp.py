@@ -36,7 +36,7 @@ from typing import Any
 import orjson
 
 from streaming.catalog import Catalog
-from streaming.decode.common import DecodeError, Observation, Rejected
+from streaming.decode.common import DecodeError, Observation, Observations, Rejected
 
 TEMPORALITY_DELTA = {1, "AGGREGATION_TEMPORALITY_DELTA"}
 TEMPORALITY_CUMULATIVE = {2, "AGGREGATION_TEMPORALITY_CUMULATIVE"}
@@ -173,7 +173,7 @@ def decode(doc: Any, catalog: Catalog) -> tuple[list[Any], dict[str, str]]:
     resources = doc.get("resourceMetrics")
     if not isinstance(resources, list):
         raise DecodeError("missing_field", "resourceMetrics")
-    out: list[Any] = []
+    out = Observations()
     for resource_metrics in resources:
         if not isinstance(resource_metrics, dict):
             raise DecodeError("wrong_type", "resourceMetrics entries must be objects")

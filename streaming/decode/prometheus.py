@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from streaming.catalog import Catalog
-from streaming.decode.common import DecodeError, Observation
+from streaming.decode.common import DecodeError, Observation, Observations
 
 NAME_LABEL = "__name__"
 
@@ -94,9 +94,10 @@ def _sample(catalog: Catalog, doc: Any) -> Observation:
 
 def decode(doc: Any, catalog: Catalog) -> tuple[list[Observation], dict[str, str]]:
     """Observations of one message; identity travels in the labels, so no record hints."""
-    if isinstance(doc, list):
-        return [_sample(catalog, item) for item in doc], {}
-    return [_sample(catalog, doc)], {}
+    out = Observations()
+    for item in doc if isinstance(doc, list) else [doc]:
+        out.append(_sample(catalog, item))
+    return out, {}
 
 
 def looks_like(doc: Any) -> bool:

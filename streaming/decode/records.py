@@ -24,9 +24,12 @@ from streaming.catalog import Catalog, load_catalog
 from streaming.config import Config, IdentityConfig
 from streaming.decode import jolokia, jolokia_columnar, otlp, prometheus, telegraf
 from streaming.decode.common import (
+    LIMITS,
     DecodeError,
+    Limits,
     Observation,
     Rejected,
+    bounded,
     decoded_batch,
     header_groups,
 )
@@ -79,6 +82,9 @@ class DecodeContext:
     # No limit here and the limits in QualityConfig: the job always goes through the latter.
     max_ahead_seconds: float | None = None
     max_behind_seconds: float | None = None
+    max_samples_per_record: int = Limits.samples_per_record
+    max_labels_per_sample: int = Limits.labels_per_sample
+    max_label_chars: int = Limits.label_chars
 
     @classmethod
     def from_config(cls, config: Config) -> DecodeContext:
@@ -90,7 +96,14 @@ class DecodeContext:
             max_message_bytes=config.quality.max_message_bytes,
             max_ahead_seconds=config.quality.max_ahead_of_wall_clock_seconds,
             max_behind_seconds=config.quality.max_behind_wall_clock_seconds,
+            max_samples_per_record=config.quality.max_samples_per_record,
+            max_labels_per_sample=config.quality.max_labels_per_sample,
+            max_label_chars=config.quality.max_label_chars,
         )
+
+    def limits(self) -> Limits:
+        return Limits(self.max_samples_per_record, self.max_labels_per_sample,
+                      self.max_label_chars)
 
     def time_bounds(self, now: datetime) -> tuple[float, float]:
         """The [earliest, latest] sample time (epoch seconds) believable at `now`."""
@@ -205,9 +218,7 @@ class IdentityResolver:
 
 
 def _bounded(what: str, value: str) -> None:
-    if len(value) > MAX_IDENTITY_CHARS:
-        raise DecodeError("identity_too_long", f"{what} of {len(value)} characters "
-                          f"(at most {MAX_IDENTITY_CHARS}): {value[:60]!r}...")
+    bounded(what, value, MAX_IDENTITY_CHARS, "identity_too_long")
 
 
 def detect_format(doc: Any) -> str | None:
@@ -294,9 +305,17 @@ def decode_record_batch(
     held equal row for row by tests). Rows come out in record order. `ingest` is the time the
     batch counts as read (now), which records without a timestamp of their own take.
     """
-    catalog = catalog or load_catalog()
+    token = LIMITS.set(ctx.limits())
+    try:
+        return _decode_record_batch(batch, ctx, catalog or load_catalog(), columnar,
+                                    ingest or datetime.now(UTC))
+    finally:
+        LIMITS.reset(token)
+
+
+def _decode_record_batch(batch: pa.RecordBatch, ctx: DecodeContext, catalog: Catalog,
+                         columnar: bool, ingest: datetime) -> pa.RecordBatch:
     resolver = IdentityResolver(ctx.identity, ctx.topic_clusters)
-    ingest = ingest or datetime.now(UTC)
     topics = _columnar_topics(batch, ctx) if columnar else set()
     if not topics:
         return _decode_records(batch, ctx, catalog, resolver, ingest).batch()

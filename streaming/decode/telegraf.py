@@ -23,7 +23,7 @@ import math
 from typing import Any
 
 from streaming.catalog import Catalog
-from streaming.decode.common import DecodeError, Observation
+from streaming.decode.common import DecodeError, Observation, Observations
 
 
 def _seconds(raw: Any) -> float:
@@ -59,7 +59,7 @@ def _metric(catalog: Catalog, doc: Any) -> list[Observation]:
     if "timestamp" not in doc:
         raise DecodeError("missing_field", "timestamp")
     ts = _seconds(doc["timestamp"])
-    out = []
+    out = Observations()
     for field_name, raw in fields.items():
         if isinstance(raw, bool) or not isinstance(raw, int | float):
             continue
@@ -81,7 +81,7 @@ def decode(doc: Any, catalog: Catalog) -> tuple[list[Observation], dict[str, str
         metrics = doc["metrics"]
         if not isinstance(metrics, list):
             raise DecodeError("wrong_type", "metrics must be a list")
-        out: list[Observation] = []
+        out = Observations()
         for item in metrics:
             out.extend(_metric(catalog, item))
         return out, {}
