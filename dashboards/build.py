@@ -1166,6 +1166,16 @@ def pipeline() -> dict:
                            f"kafka_health_pipeline_alert_push_failures_total{{{I}}}"
                            "[$__rate_interval]))", inst)],
                    bars=True, w=8, decimals=0),
+        timeseries("Exported series",
+                   "Series the job's /metrics serves, and new series refused because a batch "
+                   "reached exporter.max_new_series_per_batch. Bad: any refused (a record named "
+                   "more brokers or clusters than a fleet has; they are missing from the "
+                   "gauges and from the direct push) or a count far above brokers x 25.",
+                   [target(f"kafka_health_pipeline_exported_series{{{I}}}", inst),
+                    target("sum by (instance) (increase("
+                           f"kafka_health_pipeline_series_dropped_total{{{I}}}"
+                           "[$__rate_interval]))", "{{instance}} refused", "B")],
+                   w=8, decimals=0),
     ]
     return dashboard(
         "kafka-health-pipeline", "kafka-health / Pipeline",

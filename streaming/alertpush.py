@@ -39,6 +39,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -127,6 +128,7 @@ class PushStats:
 STATS = PushStats()
 _LOCK = threading.Lock()
 _WARNED_KINDS: set[str] = set()
+_CAPPED_LOGGED_AT = [0.0]  # monotonic time the per-push cap was last warned about
 
 
 def _utc(value: Any) -> datetime:
@@ -294,14 +296,37 @@ def _member(url: str) -> MemberState:
     return _MEMBERS.setdefault(url, MemberState())
 
 
-def push_incidents(config: AlertPushConfig, incidents: list[dict[str, Any]]) -> None:
+def bounded(config: AlertPushConfig, alerts: list[dict[str, Any]],
+            may_page: Callable[[str], bool] | None) -> list[dict[str, Any]]:
+    """The alerts a push may carry: only of clusters `may_page` accepts (the clusters the
+    exporter holds, or configured: a cluster name made up by a bad record must not wake
+    anyone) and at most `max_alerts_per_push`, data loss first, open before resolved."""
+    if may_page is not None:
+        alerts = [a for a in alerts if may_page(a["labels"]["cluster"])]
+    if len(alerts) <= config.max_alerts_per_push:
+        return alerts
+    order = {spec.alertname: i for i, spec in enumerate(SPECS.values())}
+    kept = sorted(alerts, key=lambda a: a["endsAt"], reverse=True)  # open ones end latest
+    kept.sort(key=lambda a: order.get(a["labels"]["alertname"], len(order)))
+    now = time.monotonic()
+    if now - _CAPPED_LOGGED_AT[0] > 60:
+        _CAPPED_LOGGED_AT[0] = now
+        LOG.warning("alert push: %d alerts in one push, only the first %d "
+                    "(alert_push.max_alerts_per_push) are sent", len(alerts),
+                    config.max_alerts_per_push)
+    return kept[:config.max_alerts_per_push]
+
+
+def push_incidents(config: AlertPushConfig, incidents: list[dict[str, Any]],
+                   may_page: Callable[[str], bool] | None = None) -> None:
     """POST one alert per pushed incident to every configured Alertmanager, concurrently,
-    skipping only the members still backing off from their own failure. Never raises."""
+    skipping only the members still backing off from their own failure. Never raises.
+    `may_page` names the clusters that may be paged for (see `bounded`)."""
     try:
         urls = config.urls()
         if not urls:
             return
-        alerts = build_alerts(config, incidents)
+        alerts = bounded(config, build_alerts(config, incidents), may_page)
         if not alerts:
             return
         due = [url for url in urls if not _backing_off(url)]

@@ -101,7 +101,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
             kwargs={"duration": args.duration or 10**9, "realtime": True,
                     "events": demo_events(args.brokers), "stop": stop.is_set},
         )
-        exporter = Exporter()
+        exporter = Exporter(config=config.exporter)
         exporter.start(config.exporter.bind, config.exporter.port)
         job = Job(config, exporter=exporter, printer=lambda line: print(
             f"{line} | truth under-min-ISR: {_truth_line(model)}", flush=True))
@@ -138,7 +138,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     exporter = None
     if config.exporter.enabled:
-        exporter = Exporter()
+        exporter = Exporter(config=config.exporter)
         exporter.start(config.exporter.bind, config.exporter.port)
     job = Job(config, exporter=exporter)
     job.install_signal_handlers()

@@ -246,6 +246,19 @@ class ExporterConfig:
     enabled: bool = True
     bind: str = "127.0.0.1"
     port: int = 9464
+    # A broker or cluster no row has named for this long (wall clock) loses its series: a
+    # decommissioned broker, or names from a bad record, must not be served forever.
+    series_ttl_seconds: float = 900.0
+    # New series one batch may create; beyond it new brokers and clusters are not exported
+    # that batch (kafka_health_pipeline_series_dropped_total), so one hostile record cannot
+    # make a scrape of millions of series.
+    max_new_series_per_batch: int = 10000
+
+    def validate(self, path: str) -> None:
+        if not self.series_ttl_seconds > 0:
+            raise ConfigError(f"{path}.series_ttl_seconds: must be > 0 seconds")
+        if self.max_new_series_per_batch < 0:
+            raise ConfigError(f"{path}.max_new_series_per_batch: must be >= 0")
 
 
 @dataclass
@@ -266,6 +279,10 @@ class AlertPushConfig:
     password: SecretRef | None = None
     bearer_token: SecretRef | None = None
     ca_file: str | None = None
+    # Alerts one push may carry (a batch pushes at most twice); beyond it data loss goes
+    # first and the rest waits for the Prometheus rules, so a flood of made-up brokers
+    # cannot page thousands of times.
+    max_alerts_per_push: int = 50
 
     def urls(self) -> list[str]:
         """Every configured member once, without a trailing slash."""
@@ -288,6 +305,8 @@ class AlertPushConfig:
                               "password) or bearer_token, not both")
         if self.timeout_seconds <= 0:
             raise ConfigError(f"{path}.timeout_seconds: must be > 0")
+        if self.max_alerts_per_push < 1:
+            raise ConfigError(f"{path}.max_alerts_per_push: must be >= 1")
 
 
 @dataclass

@@ -8,6 +8,7 @@ from metrics_schemas/exported_metrics.yaml; labels stay bounded (cluster, broker
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -16,7 +17,10 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
 
+from streaming.config import ExporterConfig
 from streaming.schemas import load_yaml
+
+LOG = logging.getLogger("kafka_health.exporter")
 
 # exported gauge -> broker_signals column: the current state is the newest window's last value
 BROKER_COLUMNS = {
@@ -50,7 +54,10 @@ EXTRA_LABELS = {
     "kafka_health_partition_headroom_ratio": ["binding_bound"],
     "kafka_health_pipeline_quarantined_records_total": ["reason"],
     "kafka_health_pipeline_identity_defaulted_samples_total": ["field"],
+    "kafka_health_pipeline_series_dropped_total": ["reason"],
 }
+HELD_SERIES = "kafka_health_pipeline_exported_series"
+DROPPED_SERIES = "kafka_health_pipeline_series_dropped_total"
 
 
 class SeriesWrites:
@@ -79,7 +86,7 @@ class SeriesWrites:
                 gauges[gauge].labels(*labels).set(value)
 
 
-def window_rank(row: dict[str, Any], now: float) -> datetime:
+def window_rank(row: dict[str, Any], wall: datetime) -> datetime:
     """Where a window stands in "newest window wins": its start, but no later than the
     start of the window the wall clock is in.
 
@@ -93,23 +100,35 @@ def window_rank(row: dict[str, Any], now: float) -> datetime:
     start, width = row["window_start"], row["window_end"] - row["window_start"]
     if width <= timedelta(0):
         return start
-    wall = datetime.fromtimestamp(now, UTC)
     current = wall - (wall - start) % width  # the wall clock's window, on start's grid
     return min(start, current)
 
 
 class Exporter:
+    """The registry /metrics serves, fed by the job after each step of a batch.
+
+    Series are bounded however hostile the input: a broker or cluster joins only while the
+    batch's budget of new series lasts (`max_new_series_per_batch`), and leaves, with every
+    series naming it, once no row has named it for `series_ttl_seconds` of wall-clock time
+    (`begin_batch` does both). Without that, one record naming 100k brokers made 1.6 M
+    series that no scrape could read and that were never removed.
+    """
+
     def __init__(self, registry: CollectorRegistry | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 config: ExporterConfig | None = None) -> None:
         self.registry = registry or CollectorRegistry()
         self.clock = clock
+        self.config = config or ExporterConfig()
         self.gauges: dict[str, Gauge] = {}
         self.counters: dict[str, Counter] = {}
+        self.labelnames: dict[str, list[str]] = {}
         spec = load_yaml("exported_metrics.yaml")
         for group in spec.values():
             labels = list(group.get("labels", []))
             for name, help_text in (group.get("gauges") or {}).items():
-                self.gauges[name] = Gauge(name, help_text, labels + EXTRA_LABELS.get(name, []),
+                self.labelnames[name] = labels + EXTRA_LABELS.get(name, [])
+                self.gauges[name] = Gauge(name, help_text, self.labelnames[name],
                                           registry=self.registry)
             for name, help_text in (group.get("counters") or {}).items():
                 self.counters[name] = Counter(name.removesuffix("_total"), help_text,
@@ -122,6 +141,17 @@ class Exporter:
         self._cluster_window: dict[str, datetime] = {}
         self._headroom_at: dict[tuple[str, str], datetime] = {}
         self._binding: dict[tuple[str, str], str] = {}
+        # What a new broker or cluster costs of the batch's budget: one series per gauge
+        # that names it (a gauge with a further label, like the bound, holds more).
+        self._broker_cost = sum(1 for n in self.labelnames.values() if n[:2] == ["cluster", "broker"])
+        self._cluster_cost = sum(1 for n in self.labelnames.values()
+                                 if n[:1] == ["cluster"] and n[1:2] != ["broker"])
+        self._seen_brokers: dict[tuple[str, str], float] = {}  # wall time a row named it
+        self._seen_clusters: dict[str, float] = {}
+        self._budget = self.config.max_new_series_per_batch
+        self._refused: set[str | tuple[str, str]] = set()
+        self._dropped = 0  # series refused since the counter was last raised
+        self.gauges[HELD_SERIES].set_function(self.series_count)
         self.server: Any = None
 
     def start(self, bind: str, port: int) -> None:
@@ -132,16 +162,103 @@ class Exporter:
             self.server.shutdown()
             self.server = None
 
+    def begin_batch(self) -> None:
+        """A new batch: drop the brokers and clusters silent for longer than the TTL, and
+        give the batch its budget of new series."""
+        now = self.clock()
+        ttl = self.config.series_ttl_seconds
+        with self._lock:
+            clusters = {c for c, at in self._seen_clusters.items() if now - at > ttl}
+            brokers = {k for k, at in self._seen_brokers.items()
+                       if now - at > ttl or k[0] in clusters}
+            if clusters or brokers:
+                self._forget(clusters, brokers)
+            self._budget = self.config.max_new_series_per_batch
+            self._refused = set()
+
+    def _forget(self, clusters: set[str], brokers: set[tuple[str, str]]) -> None:
+        """Remove every series of these clusters and brokers, and what was kept for them.
+        One pass over each gauge, however many go (call under the lock)."""
+        for name, gauge in self.gauges.items():
+            labels = self.labelnames[name]
+            if labels[:1] != ["cluster"]:
+                continue
+            per_broker = labels[1:2] == ["broker"]
+            for family in gauge.collect():
+                for sample in family.samples:
+                    key = (sample.labels["cluster"], sample.labels.get("broker", ""))
+                    if key[0] in clusters or (per_broker and key in brokers):
+                        _remove(gauge, *(sample.labels[label] for label in labels))
+        for store in (self._broker_window, self._broker_last_ts, self._unclean,
+                      self._headroom_at, self._binding, self._seen_brokers):
+            for key in brokers & store.keys():
+                del store[key]
+        for cluster_store in (self._cluster_window, self._seen_clusters):
+            for cluster in clusters & cluster_store.keys():
+                del cluster_store[cluster]
+        LOG.info("exporter: dropped the series of %d broker(s) and %d cluster(s) silent for "
+                 "over %.0f s", len(brokers), len(clusters), self.config.series_ttl_seconds)
+
+    def _admit(self, now: float, cluster: str, broker: str | None = None) -> bool:
+        """Whether this cluster (and broker) may have series: known ones are refreshed, new
+        ones take their series from the batch's budget while it lasts (call under the lock;
+        `_count_dropped` after the update counts the refused)."""
+        key = None if broker is None else (cluster, broker)
+        if cluster in self._seen_clusters and (key is None or key in self._seen_brokers):
+            self._seen_clusters[cluster] = now
+            if key is not None:
+                self._seen_brokers[key] = now
+            return True
+        cost = (0 if cluster in self._seen_clusters else self._cluster_cost) + (
+            0 if key is None else self._broker_cost)
+        if cost > self._budget:
+            refused = key or cluster
+            if refused not in self._refused:
+                if not self._refused:
+                    LOG.warning("exporter: over %d new series in this batch; further new "
+                                "brokers and clusters are not exported this batch (counted on "
+                                "%s)", self.config.max_new_series_per_batch, DROPPED_SERIES)
+                self._refused.add(refused)
+                self._dropped += cost
+            return False
+        self._budget -= cost
+        self._seen_clusters[cluster] = now
+        if key is not None:
+            self._seen_brokers[key] = now
+        return True
+
+    def _count_dropped(self) -> None:
+        if self._dropped:
+            self.counters[DROPPED_SERIES].labels("new_series_cap").inc(self._dropped)
+            self._dropped = 0
+
+    def holds(self, cluster: str) -> bool:
+        """Whether this cluster's series are exported (admitted and not expired)."""
+        return cluster in self._seen_clusters
+
+    def series_count(self) -> float:
+        """Series this registry serves, computed at scrape time (its own gauge aside)."""
+        total = 0
+        for metric in [*self.gauges.values(), *self.counters.values()]:
+            if metric is self.gauges[HELD_SERIES]:
+                continue
+            for family in metric.collect():
+                total += sum(1 for s in family.samples if not s.name.endswith("_created"))
+        return float(total + 1)
+
     def update_brokers(self, rows: list[dict[str, Any]]) -> None:
         """Export each broker's newest window; an older (late-corrected) window never wins,
         except in the unclean-election hold (UNCLEAN_HOLD), which takes every window."""
         writes = SeriesWrites()
         now = self.clock()
-        ranked = sorted(((window_rank(r, now), r) for r in rows),
+        wall = datetime.fromtimestamp(now, UTC)
+        ranked = sorted(((window_rank(r, wall), r) for r in rows),
                         key=lambda p: (p[0], p[1]["window_start"]))
         with self._lock:
             for rank, row in ranked:
                 key = (row["cluster"], row["broker"])
+                if not self._admit(now, *key):
+                    continue
                 if row.get("unclean_elections_increase") is not None:
                     self._unclean.setdefault(key, {})[row["window_start"]] = \
                         row["unclean_elections_increase"]
@@ -162,27 +279,31 @@ class Exporter:
                 for window in [w for w in windows if newest and w <= newest - UNCLEAN_HOLD]:
                     del windows[window]
                 self.gauges[UNCLEAN_GAUGE].labels(*key).set(sum(windows.values()))
+            self._count_dropped()
 
     def update_clusters(self, rows: list[dict[str, Any]]) -> None:
         now = self.clock()
-        ranked = sorted(((window_rank(r, now), r) for r in rows),
+        wall = datetime.fromtimestamp(now, UTC)
+        ranked = sorted(((window_rank(r, wall), r) for r in rows),
                         key=lambda p: (p[0], p[1]["window_start"]))
         with self._lock:
             for rank, row in ranked:
                 cluster = row["cluster"]
-                if rank < self._cluster_window.get(cluster, rank):
+                if not self._admit(now, cluster) or rank < self._cluster_window.get(cluster, rank):
                     continue
                 self._cluster_window[cluster] = rank
                 for gauge, column in CLUSTER_COLUMNS.items():
                     value = row.get(column)
                     if value is not None:
                         self.gauges[gauge].labels(cluster).set(value)
+            self._count_dropped()
 
     def update_churn(self, unmatched: dict[tuple[str, str], float]) -> None:
         with self._lock:
             gauge = self.gauges["kafka_health_isr_churn_unmatched_shrinks"]
             for (cluster, broker), value in unmatched.items():
-                gauge.labels(cluster, broker).set(value)
+                if (cluster, broker) in self._seen_brokers:
+                    gauge.labels(cluster, broker).set(value)
 
     def update_headroom(self, rows: list[dict[str, Any]]) -> None:
         """Newest evaluation per broker; a binding bound that changed drops its old series."""
@@ -192,6 +313,8 @@ class Exporter:
         with self._lock:
             for row in sorted(rows, key=lambda r: r["evaluated_at"]):
                 key = (row["cluster"], row["broker"])
+                if key not in self._seen_brokers:
+                    continue
                 if row["evaluated_at"] < self._headroom_at.get(key, row["evaluated_at"]):
                     continue
                 self._headroom_at[key] = row["evaluated_at"]
@@ -256,9 +379,12 @@ class Exporter:
         """Open incidents per (cluster, kind), with explicit zeros so "none open" is visible."""
         from streaming.signals.incidents import KINDS
 
-        counts = {(c, k): 0 for c in clusters for k in KINDS}
+        held = [c for c in clusters if c in self._seen_clusters]
+        counts = {(c, k): 0 for c in held for k in KINDS}
         for row in open_rows:
-            counts[(row["cluster"], row["kind"])] = counts.get((row["cluster"], row["kind"]), 0) + 1
+            if row["cluster"] in self._seen_clusters:
+                counts[(row["cluster"], row["kind"])] = counts.get((row["cluster"], row["kind"]),
+                                                                  0) + 1
         gauge = self.gauges["kafka_health_open_incidents"]
         for (cluster, kind), value in counts.items():
             gauge.labels(cluster, kind).set(value)

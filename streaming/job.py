@@ -510,19 +510,22 @@ class BatchProcessor:
             broker_rows = recomputed[-1]
         exporter = self.exporter
         push = self.config.alert_push
+        if exporter is not None:
+            exporter.begin_batch()
         if exporter is not None or push.urls():
             # Paging first, even before the MERGE: gauges and the direct push must not wait
             # for the rest of the batch. A crash before the commit replays the batch, which
             # pushes the same alert again (same labels, so Alertmanager deduplicates it).
+            # The gauges go first: they decide which clusters are held, so may page.
             with stopwatch(timings, "page"):
                 rows = broker_rows.to_pylist()
-                if push.urls():
-                    push_incidents(push, opened_in_signals(
-                        rows, cfg.window_seconds + cfg.watermark_seconds))
                 if exporter is not None:
                     exporter.update_brokers(rows)
                     exporter.update_staleness(
                         cfg.stale_after_intervals * cfg.scrape_interval_seconds)
+                if push.urls():
+                    push_incidents(push, opened_in_signals(
+                        rows, cfg.window_seconds + cfg.watermark_seconds), self.may_page)
         with stopwatch(timings, "broker_signals_merge"):
             self.tables["broker_signals"].upsert(broker_rows, batch_id)
         failpoints.hit("broker_signals_committed")
@@ -632,7 +635,14 @@ class BatchProcessor:
         self.tables["incidents"].upsert(incidents, batch_id, owned=Scope(
             ds.field("started_at") >= pa.scalar(horizon, TS), of_clusters))
         if self.config.alert_push.urls():
-            push_incidents(self.config.alert_push, incidents.to_pylist())
+            push_incidents(self.config.alert_push, incidents.to_pylist(), self.may_page)
+
+    def may_page(self, cluster: str) -> bool:
+        """Whether the direct push may page for this cluster: one named under `clusters:`
+        or whose series the exporter holds (its admission bounds how many a bad record can
+        make up). Without an exporter, any: the push's own cap bounds those."""
+        return (cluster in self.config.clusters or self.exporter is None
+                or self.exporter.holds(cluster))
 
 
 def _micros_to_datetime(micros: int) -> datetime | None:

@@ -242,7 +242,7 @@ def run_real_demo(args: argparse.Namespace) -> int:
                           jolokia_topic=args.topic, prometheus_topic=None,
                           interval=args.scrape_interval).start()
         producer = AcksAllProducer(watched.bootstrap, say).start()
-        exporter = Exporter()
+        exporter = Exporter(config=config.exporter)
         exporter.start(config.exporter.bind, config.exporter.port)
         job = Job(config, exporter=exporter, printer=None)
         job.start()

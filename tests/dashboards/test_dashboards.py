@@ -387,6 +387,8 @@ def _value(metric: str, labels: dict[str, str], troubled: bool) -> float:
         "kafka_health_pipeline_source_up": 0 if troubled else 1,
         "kafka_health_pipeline_source_data_loss_total": 1 if troubled else 0,
         "kafka_health_pipeline_alert_push_failures_total": 2 if troubled else 0,
+        "kafka_health_pipeline_exported_series": 4200,
+        "kafka_health_pipeline_series_dropped_total": 30 if troubled else 0,
     }
     return float(table[metric])
 

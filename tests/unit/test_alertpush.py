@@ -443,3 +443,23 @@ def test_check_secrets_reads_the_push_secrets(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="alert_push.bearer_token: environment variable "
                                           "KH_NOPE is not set"):
         load_config(path, environ={}).check_secrets()
+
+
+# --- bounded by cluster and per push --------------------------------------------------------
+
+
+def test_a_push_pages_only_for_clusters_that_may_page_and_at_most_the_cap(
+        am: FakeAlertmanager) -> None:
+    """One record naming 100k brokers of made-up clusters must not become 100k pages."""
+    cfg = AlertPushConfig(alertmanager_url=am.url, kinds=["unclean_election", "under_min_isr"],
+                          max_alerts_per_push=3)
+    now = datetime.now(UTC)
+    flood = [incident("under_min_isr", str(b), cluster="made-up", started=now)
+             for b in range(1000)]
+    held = [incident("under_min_isr", str(b), started=now) for b in range(4)]
+    held += [incident("unclean_election", "9", started=now)]
+    push_incidents(cfg, [*flood, *held], may_page=lambda cluster: cluster == "c1")
+    [(_, body)] = am.bodies
+    assert len(body) == 3
+    assert {a["labels"]["cluster"] for a in body} == {"c1"}
+    assert body[0]["labels"]["alertname"] == "KafkaUncleanLeaderElection", "data loss first"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from streaming.config import ExporterConfig
 from streaming.exporter import UNCLEAN_GAUGE, Exporter
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
@@ -126,3 +127,55 @@ def test_a_future_dated_sample_does_not_make_the_other_brokers_stale():
     assert exporter.update_staleness(45.0) == []
     assert value(exporter, "kafka_health_broker_stale") == 0.0
     assert value(exporter, "kafka_health_broker_last_sample_age_seconds") == 5.0
+
+
+def broker_row(cluster: str, broker: str, at: datetime) -> dict[str, Any]:
+    start = at.replace(second=0, microsecond=0)
+    return {"cluster": cluster, "broker": broker, "window_start": start,
+            "window_end": start + timedelta(minutes=1), "last_sample_ts": at,
+            "under_min_isr_last": 0.0, "partition_count_last": 10.0}
+
+
+def test_one_record_naming_many_brokers_creates_at_most_the_batch_budget_of_series():
+    clock = Clock(T0)
+    exporter = Exporter(clock=clock, config=ExporterConfig(max_new_series_per_batch=200))
+    exporter.begin_batch()
+    exporter.update_brokers([broker_row("c1", str(b), T0) for b in range(100_000)])
+    exporter.update_staleness(45.0)
+    held = exporter.registry.get_sample_value("kafka_health_pipeline_exported_series")
+    assert held == len(samples(exporter)), "every series served, its own included"
+    assert held < 200 + 20, "only the budget's worth of new series"
+    brokers = {dict(labels)["broker"] for name, labels in samples(exporter)
+               if name == "kafka_health_partitions"}
+    assert 0 < len(brokers) < 20
+    dropped = exporter.registry.get_sample_value(
+        "kafka_health_pipeline_series_dropped_total", {"reason": "new_series_cap"})
+    assert dropped is not None and dropped >= (100_000 - len(brokers)) * 10
+    exporter.begin_batch()  # a new batch, a new budget: known brokers keep their series
+    exporter.update_brokers([broker_row("c1", b, T0) for b in sorted(brokers)])
+    assert {dict(labels)["broker"] for name, labels in samples(exporter)
+            if name == "kafka_health_partitions"} == brokers
+
+
+def test_series_of_a_broker_or_cluster_silent_past_the_ttl_are_removed():
+    clock = Clock(T0)
+    exporter = Exporter(clock=clock, config=ExporterConfig(series_ttl_seconds=600))
+    exporter.begin_batch()
+    exporter.update_brokers([broker_row("c1", "1", T0), broker_row("c1", "2", T0),
+                             broker_row("c2", "1", T0)])
+    exporter.update_clusters([{"cluster": "c2", "window_start": T0, "window_end": T0 + timedelta(minutes=1),
+                               "active_controllers": 1.0, "brokers_reporting": 1}])
+    exporter.update_staleness(45.0)
+    exporter.update_open_incidents(["c1", "c2"], [])
+    for minute in range(1, 12):  # broker 1 of c1 keeps reporting, the rest fall silent
+        clock.at = T0 + timedelta(minutes=minute)
+        exporter.begin_batch()
+        exporter.update_brokers([broker_row("c1", "1", clock.at)])
+    names = samples(exporter)
+    remaining = {dict(labels).get("cluster") for _, labels in names}
+    assert remaining == {"c1", None}, "cluster c2 went silent: none of its series is left"
+    assert {dict(labels).get("broker") for _, labels in names if dict(labels).get("broker")} == {"1"}
+    assert exporter.holds("c1") and not exporter.holds("c2")
+    exporter.update_open_incidents(["c2"], [{"cluster": "c2", "kind": "controller"}])
+    assert not any(dict(labels).get("cluster") == "c2" for _, labels in samples(exporter)), \
+        "a cluster whose series are gone does not come back through the incidents gauge"
