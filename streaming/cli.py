@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from streaming.config import ConfigError, load_config, redacted
+from streaming.lease import LeaseHeld
 
 LOG = logging.getLogger("kafka_health")
 
@@ -349,6 +350,9 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as err:
         print(f"config error: {err}", file=sys.stderr)
         return 2
+    except LeaseHeld as err:
+        print(f"not started: {err}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 130
 

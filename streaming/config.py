@@ -70,6 +70,14 @@ class SparkConfig:
     checkpoint: str = "data/checkpoint"
     shuffle_partitions: int = 2
     conf: dict[str, str] = field(default_factory=dict)
+    # A second job refuses to start while the lease in the checkpoint and the Delta root
+    # has a heartbeat younger than this (renewed every sixth of it); an older one is taken
+    # over. One held by a dead process on the same host is taken over at once.
+    lease_timeout_seconds: float = 30.0
+
+    def validate(self, path: str) -> None:
+        if not self.lease_timeout_seconds > 0:
+            raise ConfigError(f"{path}.lease_timeout_seconds: must be > 0 seconds")
 
 
 @dataclass

@@ -48,6 +48,7 @@ from streaming.decode.packing import unpack
 from streaming.decode.records import reason_category
 from streaming.exporter import Exporter
 from streaming.headroom.stage import HeadroomTracker
+from streaming.lease import Leases
 from streaming.planning_daemons import stop_planning_daemons
 from streaming.progress_events import JsonProgressListener
 from streaming.quality import BronzeValidator
@@ -899,12 +900,23 @@ class Job:
         self.printer = printer
         self.query: StreamingQuery | None = None
         self.listener: ProgressListener | None = None
+        # One writer per checkpoint and per Delta root: taken in start(), before any write.
+        self.leases = Leases([config.spark.checkpoint, config.delta.path],
+                             config.spark.lease_timeout_seconds)
         self.processor = BatchProcessor(config, exporter,
                                         checkpoint_app_id(config.spark.checkpoint),
                                         pending=Path(config.spark.checkpoint) / PENDING_SIGNALS)
         self._stop = threading.Event()
 
     def start(self) -> StreamingQuery:
+        self.leases.acquire()  # LeaseHeld, naming the other job, while one runs
+        try:
+            return self._start()
+        except BaseException:
+            self.leases.release()
+            raise
+
+    def _start(self) -> StreamingQuery:
         self.processor.recover()
         self.processor.deferred_error = None  # an earlier run's, recovered just now
         decoded = read_decoded_stream(self.spark, self.config)
@@ -936,6 +948,7 @@ class Job:
             self.spark.streams.removeListener(self.listener)
             self.listener = None
             self.lag.close()
+        self.leases.release()
 
     def install_signal_handlers(self) -> None:
         def handle(signum: int, frame: Any) -> None:
@@ -949,6 +962,10 @@ class Job:
         """Block until a signal or the query ends; returns the process exit code."""
         query = self.query or self.start()
         while not self._stop.is_set():
+            if self.leases.lost is not None:
+                LOG.error("stopping: %s", self.leases.lost)
+                self.stop()
+                return 1
             if self.processor.deferred_error is not None:
                 LOG.error("stopping: a batch's signals failed: %s", self.processor.deferred_error)
                 self.stop()
