@@ -17,10 +17,14 @@ import logging
 import sys
 import threading
 import time
+from collections.abc import Callable
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from typing import Any
 
 from streaming.config import ConfigError, load_config, redacted
 from streaming.lease import LeaseHeld
+from streaming.logsetup import configure, spark_log_config
 
 LOG = logging.getLogger("kafka_health")
 
@@ -33,22 +37,59 @@ and are never logged.
 """
 
 
+def _number(kind: Callable[[str], Any], low: float, what: str) -> Callable[[str], Any]:
+    """An argparse type: `kind` of at least `low`, else a usage error that says so."""
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+        if not value >= low:  # also refuses nan
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}")
+        return value
+    return parse
+
+
+POSITIVE_INT = _number(int, 1, "a whole number >= 1")
+COUNT = _number(int, 0, "a whole number >= 0")
+SECONDS = _number(float, 1e-3, "a number of seconds > 0")
+HOURS = _number(float, 1e-6, "a number of hours > 0")
+
+
+def _port(text: str) -> int:
+    value = COUNT(text)
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a TCP port (1-65535)")
+    return value
+
+
+def usage_error(args: argparse.Namespace, message: str) -> None:
+    """Exit 2 with the subcommand's usage and what to fix, as argparse does for its own checks."""
+    args.parser.error(message)
+
+
 def _add_model_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--cluster", default="demo", help="cluster name (default: demo)")
-    parser.add_argument("--brokers", type=int, default=3, help="broker count (default: 3)")
-    parser.add_argument("--topics", type=int, default=4, help="topics (default: 4)")
-    parser.add_argument("--partitions", type=int, default=6,
+    parser.add_argument("--cluster", default="demo",
+                        help="cluster name in the produced metrics (default: demo)")
+    parser.add_argument("--brokers", type=POSITIVE_INT, default=3,
+                        help="broker count (default: 3)")
+    parser.add_argument("--topics", type=POSITIVE_INT, default=4, help="topics (default: 4)")
+    parser.add_argument("--partitions", type=POSITIVE_INT, default=6,
                         help="partitions per topic (default: 6)")
-    parser.add_argument("--replication-factor", type=int, default=3, help="RF (default: 3)")
-    parser.add_argument("--min-isr", type=int, default=2,
+    parser.add_argument("--replication-factor", type=POSITIVE_INT, default=3,
+                        help="replication factor, at most --brokers (default: 3)")
+    parser.add_argument("--min-isr", type=POSITIVE_INT, default=2,
                         help="min.insync.replicas (default: 2)")
-    parser.add_argument("--scrape-interval", type=float, default=5.0,
+    parser.add_argument("--scrape-interval", type=SECONDS, default=5.0,
                         help="seconds between scrapes of each broker (default: 5)")
 
 
 def _model(args: argparse.Namespace):  # noqa: ANN202 - imported lazily
     from streaming.simulate.model import ClusterModel
 
+    if args.replication_factor > args.brokers:
+        usage_error(args, f"--replication-factor {args.replication_factor} exceeds --brokers "
+                    f"{args.brokers}: each replica needs its own broker")
     topics = {f"topic-{i}": args.partitions for i in range(args.topics)}
     return ClusterModel(args.cluster, list(range(1, args.brokers + 1)), topics,
                         replication_factor=args.replication_factor, min_isr=args.min_isr)
@@ -67,16 +108,19 @@ def demo_events(brokers: int, period: float = 300.0):  # noqa: ANN201
         events += [
             Event(base + 30, lambda m: m.add_partitions("topic-0", 3), "3 partitions added"),
             Event(base + 150, lambda m: m.add_partitions("topic-0", 3), "3 partitions added"),
-            Event(base + 60, lambda m: m.broker_down(brokers), f"broker {brokers} down"),
+            Event(base + 60, lambda m: m.broker_down(brokers),
+                  f"FAULT: the simulator stops broker {brokers}"),
             Event(base + 120, lambda m: m.broker_down(brokers - 1),
-                  f"broker {brokers - 1} down (under-min-ISR)"),
-            Event(base + 210, lambda m: m.broker_up(brokers - 1), f"broker {brokers - 1} up"),
-            Event(base + 240, lambda m: m.broker_up(brokers), f"broker {brokers} up"),
+                  f"FAULT: the simulator stops broker {brokers - 1} (under-min-ISR)"),
+            Event(base + 210, lambda m: m.broker_up(brokers - 1),
+                  f"RECOVERY: broker {brokers - 1} up"),
+            Event(base + 240, lambda m: m.broker_up(brokers), f"RECOVERY: broker {brokers} up"),
         ]
     return events
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    spark_log_config(args.verbosity)
     if not args.simulated:
         from streaming.testbed.demo import run_real_demo
 
@@ -84,13 +128,21 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from streaming.exporter import Exporter
     from streaming.job import Job
     from streaming.simulate.runner import Simulator
-    from streaming.testbed.demo import demo_config
+    from streaming.testbed.demo import (
+        DemoNarration,
+        IncidentNarrator,
+        batch_printer,
+        demo_config,
+        say,
+        summary,
+    )
     from streaming.testbed.kafka import create_topic, metrics_cluster
 
     data = Path(args.data_dir).resolve()
     data.mkdir(parents=True, exist_ok=True)
     broker = metrics_cluster(data / "kafka-metrics").start()
     stop = threading.Event()
+    narration = None
     try:
         create_topic(broker.bootstrap, args.topic, partitions=3)
         config = demo_config(args, broker.bootstrap, data)
@@ -104,8 +156,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         )
         exporter = Exporter(config=config.exporter)
         exporter.start(config.exporter.bind, config.exporter.port)
-        job = Job(config, exporter=exporter, printer=lambda line: print(
-            f"{line} | truth under-min-ISR: {_truth_line(model)}", flush=True))
+        job = Job(config, exporter=exporter, printer=batch_printer(args))
         job.install_signal_handlers()
         sim_thread.start()
         job.start()
@@ -113,23 +164,39 @@ def cmd_demo(args: argparse.Namespace) -> int:
 kafka-health demo running (Ctrl-C stops everything)
   metrics    Kafka {broker.bootstrap} (one node, real Apache Kafka), topic {args.topic}
   simulator  cluster {args.cluster}: {args.brokers} brokers, scrape every {args.scrape_interval}s
-  delta      {config.delta.path}/{{bronze,broker_signals,cluster_signals,quarantine}}
+  delta      {config.delta.path}
   /metrics   http://{config.exporter.bind}:{config.exporter.port}/metrics
+  faults     every 300s: broker {args.brokers} stopped, then broker {args.brokers - 1}, both back
 """, flush=True)
+        # brokers the simulator stops are known to the model, so stale-broker incidents name them
+        stopped = _DownBrokers(model)
+        narrator = IncidentNarrator(config, say, stopped)
+        narration = DemoNarration(job, exporter, narrator, say).start()
         if args.duration:
             # daemon: a stop by signal or a failed query must not wait out the duration
             timer = threading.Timer(args.duration, job.request_stop)
             timer.daemon = True
             timer.start()
-        return job.run_until_stopped()
+        code = job.run_until_stopped()
+        narration.stop()
+        narration = None
+        print(summary(narrator, config, data), flush=True)
+        return code
     finally:
         stop.set()
+        if narration:
+            narration.stop()
         broker.stop()
 
 
-def _truth_line(model) -> str:  # noqa: ANN001
-    values = {b: model.broker_values(b)["UnderMinIsrPartitionCount"] for b in model.brokers}
-    return " ".join(f"b{b}={v}" for b, v in values.items())
+class _DownBrokers:
+    """The model's brokers that are down now, as the narration's set of stopped broker ids."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+
+    def __contains__(self, broker: object) -> bool:
+        return any(str(b) == broker and not self.model.brokers[b].up for b in self.model.brokers)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -137,6 +204,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     from streaming.job import Job
 
     config = load_config(args.config)
+    if (config.spark.master or "").startswith("local"):
+        spark_log_config(args.verbosity)
     exporter = None
     if config.exporter.enabled:
         exporter = Exporter(config=config.exporter)
@@ -155,8 +224,12 @@ def cmd_cluster(args: argparse.Namespace) -> int:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
+    from streaming.simulate.formats import ENCODERS
     from streaming.simulate.runner import Simulator
 
+    if args.format not in ENCODERS:
+        usage_error(args, f"--format {args.format!r} is not a format the simulator writes; "
+                    f"choose one of: {', '.join(ENCODERS)}")
     model = _model(args)
     start = None if args.realtime else time.time() - args.duration
     simulator = Simulator(model, args.bootstrap, args.topic, fmt=args.format,
@@ -172,7 +245,10 @@ def cmd_headroom(args: argparse.Namespace) -> int:
     from streaming.report import format_headroom_table, headroom_table, write_headroom_chart
 
     config = load_config(args.config) if args.config else None
-    root = args.delta or (config or load_config(None)).delta.path
+    root = delta_root(args, config or load_config(None))
+    if args.png and not Path(args.png).resolve().parent.is_dir():
+        usage_error(args, f"--png {args.png}: the folder {Path(args.png).resolve().parent} does "
+                    "not exist; give a path in an existing folder, or --png '' for no chart")
     table = headroom_table(root, cluster=args.cluster)
     print(format_headroom_table(table))
     if not table.empty:
@@ -216,10 +292,36 @@ def cluster_view(table, overrides: dict, planned: int | None, rf: int) -> str:  
 def cmd_report(args: argparse.Namespace) -> int:
     from streaming.report import write_report
 
-    root = args.delta or load_config(args.config).delta.path
+    root = delta_root(args, load_config(args.config))
+    try:
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        usage_error(args, f"--out {args.out}: cannot create the report folder "
+                    f"({err.strerror}); give a writable folder")
     index = write_report(root, args.out, hours=args.hours, cluster=args.cluster)
     print(f"report: {index}")
     return 0
+
+
+def delta_root(args: argparse.Namespace, config: Any) -> str:
+    """The Delta root to read: --delta, else the config's delta.path; a local one must hold
+    at least one of the job's tables, so a mistyped path is a usage error (exit 2), not an
+    empty report. Remote roots (s3://, abfss://, ...) are left to the reader."""
+    root = str(args.delta or config.delta.path)
+    if "://" in root:
+        return root
+    if args.delta:
+        named, fix = f"--delta {root}", "give the job's delta.path"
+    else:
+        named = f"delta.path {root} (from {args.config or 'the defaults'})"
+        fix = "pass --delta with the job's delta.path, or --config with the job's config"
+    fix += " (the folder holding bronze/, broker_signals/, incidents/, ...)"
+    folder = Path(root)
+    if not folder.is_dir():
+        usage_error(args, f"{named}: no such folder; {fix}")
+    if not any((child / "_delta_log").is_dir() for child in folder.iterdir()):
+        usage_error(args, f"{named}: holds none of the job's Delta tables; {fix}")
+    return root
 
 
 def cmd_check_config(args: argparse.Namespace) -> int:
@@ -231,120 +333,159 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     return 0
 
 
+def package_version() -> str:
+    """The installed distribution's version; a source tree run without installing says so."""
+    try:
+        return version("kafka-health")
+    except PackageNotFoundError:
+        return "unknown (not installed; pip install -e . sets it)"
+
+
+VERBOSE_HELP = ("more output: -v adds the libraries' INFO lines (Spark, great_expectations, "
+                "librdkafka warnings) and the job's DEBUG; -vv everything at DEBUG")
+
+
+def _subcommand(sub: Any, name: str, common: argparse.ArgumentParser,
+                func: Callable[[argparse.Namespace], int], summary: str,
+                description: str) -> argparse.ArgumentParser:
+    parser = sub.add_parser(name, help=summary, description=description, parents=[common],
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.set_defaults(func=func, parser=parser)
+    return parser
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kafka-health", description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG,
     )
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("--version", action="version",
+                        version=f"%(prog)s {package_version()}",
+                        help="print the installed version and exit")
+    parser.add_argument("-v", "--verbose", action="count", default=0, help=VERBOSE_HELP)
+    # -v after the subcommand too; its own dest, since a subcommand's defaults would
+    # overwrite a shared one given before it
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("-v", "--verbose", dest="verbose_after", action="count", default=0,
+                        help=VERBOSE_HELP)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    demo = sub.add_parser("demo", help="run everything locally on the embedded default",
-                          description="Start a real 3-node Kafka cluster (watched) and a "
-                          "one-node metrics cluster on loopback, the shipper, an acks=all "
-                          "producer, the streaming job on local Spark (Delta tables under "
-                          "--data-dir, /metrics), and a recurring cycle of real faults, "
-                          "narrating incidents as they open and resolve. --simulated uses "
-                          "the simulator instead of the watched cluster.")
-    demo.add_argument("--config", help="optional YAML to start from (embedded keys win)")
-    demo.add_argument("--data-dir", default="data/demo", help="tables and checkpoint")
-    demo.add_argument("--topic", default="kafka-metrics")
-    demo.add_argument("--metrics-port", type=int, default=9464,
+    demo = _subcommand(
+        sub, "demo", common, cmd_demo, "run everything locally: real Kafka, faults, the job",
+        "Start a real 3-node Kafka cluster (watched) and a one-node metrics cluster on "
+        "loopback, the shipper, an acks=all producer, the streaming job on local Spark (Delta "
+        "tables under --data-dir, /metrics), and a recurring cycle of real faults, narrating "
+        "incidents as they open and resolve. --simulated uses the simulator instead of the "
+        "watched cluster.")
+    demo.add_argument("--config", help="optional YAML to start from (the demo's own keys win)")
+    demo.add_argument("--data-dir", default="data/demo",
+                      help="Delta tables, checkpoint and Kafka data (default: data/demo)")
+    demo.add_argument("--topic", default="kafka-metrics",
+                      help="the metrics topic the job reads (default: kafka-metrics)")
+    demo.add_argument("--metrics-port", type=_port, default=9464,
                       help="port of the job's Prometheus /metrics (default: 9464)")
-    demo.add_argument("--fault-period", type=float, default=300.0,
+    demo.add_argument("--fault-period", type=SECONDS, default=300.0,
                       help="seconds per fault cycle on the real cluster (default: 300)")
     demo.add_argument("--simulated", action="store_true",
                       help="no watched Kafka: a simulated cluster produces the metrics "
                       "(faster to start, every scenario exact)")
-    demo.add_argument("--duration", type=float, default=None,
-                      help="stop by itself after this many seconds")
+    demo.add_argument("--duration", type=SECONDS, default=None,
+                      help="stop by itself after this many seconds (default: run until Ctrl-C)")
     _add_model_args(demo)
-    demo.set_defaults(func=cmd_demo)
 
-    run = sub.add_parser("run", help="the production job (also under spark-submit)")
-    run.add_argument("--config", required=True, help="YAML config file")
-    run.set_defaults(func=cmd_run)
+    run = _subcommand(
+        sub, "run", common, cmd_run, "the production job (also under spark-submit)",
+        "Run the always-on streaming job with one YAML config: read the metrics topics, "
+        "write the Delta tables, serve /metrics for Prometheus (exporter.port), push "
+        "incidents to Alertmanager if alert_push is configured. Stops after the current "
+        "batch on SIGTERM or Ctrl-C. deploy/spark-submit.sh runs it on a Spark cluster.")
+    run.add_argument("--config", required=True,
+                     help="YAML config file (deploy/config.example.yaml documents every key)")
 
-    cluster = sub.add_parser(
-        "cluster", help="run the embedded Kafka clusters until Ctrl-C",
-        description="Start, on loopback, a watched Kafka cluster of --brokers KRaft nodes "
+    cluster = _subcommand(
+        sub, "cluster", common, cmd_cluster, "run the embedded Kafka clusters until Ctrl-C",
+        "Start, on loopback, a watched Kafka cluster of --brokers KRaft nodes "
         "(broker+controller in one JVM, the Jolokia and jmx_exporter agents attached) and a "
         "separate one-node metrics cluster for the metrics topics, optionally with the "
         "shipper carrying the watched brokers' JMX into them. Test-bed settings: faults show "
         "within seconds (replica.lag.time.max.ms 3 s). Ctrl-C or SIGTERM stops every node.")
     cluster.add_argument("--data-dir", default=None,
                          help="keep the nodes' data here (default: a temporary folder)")
-    cluster.add_argument("--brokers", type=int, default=3,
+    cluster.add_argument("--brokers", type=COUNT, default=3,
                          help="watched cluster's combined broker+controller nodes, 0 for the "
                          "metrics cluster only (default: 3)")
-    cluster.add_argument("--broker-only", type=int, default=2,
+    cluster.add_argument("--broker-only", type=COUNT, default=2,
                          help="watched cluster's broker-only nodes (default: 2): stop these "
                          "to take two brokers down without losing the controller quorum")
-    cluster.add_argument("--metrics-port", type=int, default=None,
+    cluster.add_argument("--metrics-port", type=_port, default=None,
                          help="the metrics cluster's port (default: a free one)")
     cluster.add_argument("--topic", action="append", default=[],
                          help="create this metrics topic (repeatable; default: kafka-metrics)")
-    cluster.add_argument("--partitions", type=int, default=3,
+    cluster.add_argument("--partitions", type=POSITIVE_INT, default=3,
                          help="partitions of each metrics topic (default: 3)")
-    cluster.add_argument("--ship", type=float, default=None, metavar="SECONDS",
+    cluster.add_argument("--ship", type=SECONDS, default=None, metavar="SECONDS",
                          help="run the shipper: Jolokia reads to the first topic every SECONDS")
     cluster.add_argument("--name", default="local",
                          help="the watched cluster's name in the shipped metrics (default: local)")
-    cluster.set_defaults(func=cmd_cluster)
 
-    simulate = sub.add_parser("simulate", help="produce a model cluster's broker metrics",
-                              description="Scrape a model cluster every --scrape-interval "
-                              "and produce the scrapes to --topic. Without --realtime, "
-                              "--duration seconds of metrics ending now are produced at once.")
-    simulate.add_argument("--bootstrap", default="127.0.0.1:9092")
-    simulate.add_argument("--topic", default="kafka-metrics")
-    simulate.add_argument("--format", default="jolokia")
-    simulate.add_argument("--duration", type=float, default=300.0,
+    simulate = _subcommand(
+        sub, "simulate", common, cmd_simulate, "produce a model cluster's broker metrics",
+        "Scrape a model cluster every --scrape-interval and produce the scrapes to --topic. "
+        "Without --realtime, --duration seconds of metrics ending now are produced at once.")
+    simulate.add_argument("--bootstrap", default="127.0.0.1:9092",
+                          help="Kafka to produce to (default: 127.0.0.1:9092)")
+    simulate.add_argument("--topic", default="kafka-metrics",
+                          help="topic to produce to (default: kafka-metrics)")
+    simulate.add_argument("--format", default="jolokia",
+                          help="wire format: jolokia, jolokia-single, prometheus-<scheme>, "
+                          "otlp, otlp-javaagent, telegraf, telegraf-batch (default: jolokia; "
+                          "a wrong name lists every one)")
+    simulate.add_argument("--duration", type=SECONDS, default=300.0,
                           help="simulated seconds (default: 300)")
     simulate.add_argument("--realtime", action="store_true",
                           help="pace scrapes in wall-clock time")
     simulate.add_argument("--truth", help="write ground truth per window to this JSONL file")
     _add_model_args(simulate)
-    simulate.set_defaults(func=cmd_simulate)
 
-    headroom = sub.add_parser(
-        "headroom", help="partition headroom per broker: ceilings, binding bound, forecast",
-        description="Print the newest partition_headroom row per broker (every bound's "
-        "ceiling, the binding one, headroom, growth per day, days to the ceiling) and "
-        "optionally a PNG of partitions over time against each ceiling.")
-    headroom.add_argument("--config", help="YAML config (for delta.path)")
+    headroom = _subcommand(
+        sub, "headroom", common, cmd_headroom,
+        "partition headroom per broker: ceilings, binding bound, forecast",
+        "Print the newest partition_headroom row per broker (every bound's ceiling, the "
+        "binding one, headroom, growth per day, days to the ceiling) and optionally a PNG of "
+        "partitions over time against each ceiling.")
+    headroom.add_argument("--config", help="YAML config (for delta.path and cluster limits)")
     headroom.add_argument("--delta", help="Delta root instead of the config's delta.path")
     headroom.add_argument("--cluster", help="only this cluster")
-    headroom.add_argument("--plan-partitions", type=int, default=None,
+    headroom.add_argument("--plan-partitions", type=POSITIVE_INT, default=None,
                           help="planned new partitions: brokers needed and request split")
-    headroom.add_argument("--replication-factor", type=int, default=3,
+    headroom.add_argument("--replication-factor", type=POSITIVE_INT, default=3,
                           help="RF of the planned partitions (default: 3)")
     headroom.add_argument("--png", default="headroom.png",
                           help="write the chart here (default: headroom.png; '' for none)")
-    headroom.set_defaults(func=cmd_headroom)
 
-    report = sub.add_parser("report", help="static HTML report of the last N hours",
-                            description="Incidents timeline, per-broker and cluster signals, "
-                            "headroom and quarantine from the Delta tables, as index.html "
-                            "with PNG charts (no external resources).")
+    report = _subcommand(
+        sub, "report", common, cmd_report, "static HTML report of the last N hours",
+        "Incidents timeline, per-broker and cluster signals, headroom and quarantine from the "
+        "Delta tables, as index.html with PNG charts (no external resources).")
     report.add_argument("--config", help="YAML config (for delta.path)")
     report.add_argument("--delta", help="Delta root instead of the config's delta.path")
     report.add_argument("--out", default="report", help="output folder (default: report)")
-    report.add_argument("--hours", type=float, default=6.0, help="look-back (default: 6)")
+    report.add_argument("--hours", type=HOURS, default=6.0, help="look-back (default: 6)")
     report.add_argument("--cluster", help="only this cluster")
-    report.set_defaults(func=cmd_report)
 
-    check = sub.add_parser("check-config", help="validate a config file")
-    check.add_argument("config")
-    check.set_defaults(func=cmd_check_config)
+    check = _subcommand(
+        sub, "check-config", common, cmd_check_config, "validate a config file",
+        "Load the config as the job would (environment overrides applied), check every "
+        "value, read every secret it references, and print it with secrets masked. A problem "
+        "exits 2 naming its key.")
+    check.add_argument("config", help="the YAML config file to check")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("py4j").setLevel(logging.WARNING)
+    args.verbosity = args.verbose + args.verbose_after
+    configure(args.verbosity)
     try:
         return args.func(args)
     except ConfigError as err:

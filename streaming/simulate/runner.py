@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from confluent_kafka import Producer
 
+from streaming.logsetup import kafka_logger
 from streaming.simulate.formats import ENCODERS
 from streaming.simulate.model import ClusterModel
 from streaming.simulate.samples import broker_samples
@@ -54,7 +55,8 @@ class Simulator:
         self.held: list[tuple[bytes | None, bytes]] = []
         self.held_samples = 0
         self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5,
-                                  "batch.num.messages": 10000, **(producer_conf or {})})
+                                  "batch.num.messages": 10000, "logger": kafka_logger(),
+                                  **(producer_conf or {})})
 
     def tick(self) -> int:
         """One scrape of every live, reporting broker at the current simulated time."""

@@ -9,9 +9,11 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Callable, Container
 from pathlib import Path
 
 from streaming.config import Config, load_config
+from streaming.logsetup import kafka_logger
 from streaming.testbed.kafka import KafkaCluster, create_topic, metrics_cluster
 from streaming.testbed.shipper import Shipper, Target
 
@@ -78,7 +80,7 @@ class AcksAllProducer:
 
         self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
                                   "message.timeout.ms": 5000, "retries": 0, "linger.ms": 5,
-                                  "log_level": 0})
+                                  "logger": kafka_logger()})
         self.say = say
         self.rate = rate
         self.delivered = self.refused = 0
@@ -127,24 +129,36 @@ def _duration(seconds: float) -> str:
     return f"{minutes}m{rest:02d}s" if minutes else f"{rest}s"
 
 
-def fault_cycle(cluster: KafkaCluster, say, stop: threading.Event, period: float) -> None:  # noqa: ANN001
+def fault_cycle(cluster: KafkaCluster, say, stop: threading.Event, period: float,  # noqa: ANN001
+                stopped: set[str] | None = None) -> None:
     """Over and over: a follower stopped cleanly, then a second broker killed (under min ISR
-    on the leader left), then both back."""
+    on the leader left), then both back. `stopped` holds the ids of the brokers down now, so
+    the narration can tie a stale-broker incident to the fault that caused it."""
     from streaming.testbed import faults
 
     only = [n.node_id for n in cluster.nodes if n.roles == "broker"]
     if len(only) < 2:
         return
     first, second = only[-1], only[-2]
+    down = stopped if stopped is not None else set()
+
+    def stop_broker(node: int, how: str) -> None:
+        down.add(str(node))
+        faults.stop_broker(cluster, node, how)
+
+    def start_both() -> None:
+        for node in (second, first):
+            faults.start_broker(cluster, node)
+            down.discard(str(node))
+
     steps = [
-        (0.15, lambda: faults.stop_broker(cluster, first, "clean"),
-         f"FAULT: broker {first} stopped (clean shutdown): its replicas leave the ISR, "
-         "partitions are under-replicated"),
-        (0.35, lambda: faults.stop_broker(cluster, second, "kill"),
-         f"FAULT: broker {second} killed: the leader left is alone in the ISR, below "
-         "min.insync.replicas 2: under min ISR"),
-        (0.70, lambda: (faults.start_broker(cluster, second), faults.start_broker(cluster, first)),
-         f"RECOVERY: brokers {second} and {first} started again"),
+        (0.15, lambda: stop_broker(first, "clean"),
+         f"FAULT: the fault cycle stops broker {first} (clean shutdown): its replicas leave "
+         "the ISR, partitions are under-replicated, and its metrics stop"),
+        (0.35, lambda: stop_broker(second, "kill"),
+         f"FAULT: the fault cycle kills broker {second}: the leader left is alone in the "
+         "ISR, below min.insync.replicas 2: under min ISR"),
+        (0.70, start_both, f"RECOVERY: the fault cycle starts brokers {second} and {first} again"),
     ]
     while not stop.is_set():
         started = time.monotonic()
@@ -159,18 +173,28 @@ def fault_cycle(cluster: KafkaCluster, say, stop: threading.Event, period: float
         stop.wait(max(0.0, started + period - time.monotonic()))
 
 
+def _magnitude(kind: str, value: float | None) -> str:
+    """An incident's peak in the operator's units."""
+    if value is None:
+        return "?"
+    units = {"under_min_isr": "partitions", "offline_partitions": "partitions",
+             "unclean_election": "unclean elections", "controller": "active controllers"}
+    if kind == "stale_broker":
+        return f"no metrics for {_duration(value)}"
+    return f"{value:g} {units[kind]}" if kind in units else f"peak {value:g}"
+
+
 class IncidentNarrator:
-    """Says when an incident opens or resolves, from the job's incidents table."""
+    """Says when an incident opens (and the page it raises) or resolves, from the job's
+    incidents table."""
 
-    PAGING = {"under_min_isr": "KafkaUnderMinIsrPartitions", "offline_partitions":
-              "KafkaOfflinePartitions", "unclean_election": "KafkaUncleanLeaderElection",
-              "controller": "KafkaActiveControllerCountAbnormal"}
-
-    def __init__(self, delta_root: str, say) -> None:  # noqa: ANN001
-        self.path = f"{delta_root}/incidents"
+    def __init__(self, config: Config, say, stopped: Container[str] = frozenset()) -> None:  # noqa: ANN001
+        self.path = f"{config.delta.path}/incidents"
+        self.push = config.alert_push
         self.say = say
+        self.stopped = stopped
         self.open: dict[str, dict] = {}
-        self.opened = self.resolved = 0
+        self.opened = self.resolved = self.pages = 0
 
     def poll(self) -> None:
         from deltalake import DeltaTable
@@ -179,22 +203,114 @@ class IncidentNarrator:
             rows = DeltaTable(self.path).to_pyarrow_table().to_pylist()
         except Exception:
             return  # no incident written yet
-        for row in rows:
+        for row in sorted(rows, key=lambda r: r["started_at"]):
             key, where = row["incident_id"], f"{row['cluster']}/{row['broker']}"
             kind = row["kind"].replace("_", "-")
             if row["resolved_at"] is None and key not in self.open:
                 self.open[key] = row
                 self.opened += 1
-                rule = self.PAGING.get(row["kind"])
-                page = (f"; the critical rule {rule} pages through Alertmanager -> PagerDuty"
-                        if rule else "")
-                self.say(f"INCIDENT opened: {kind} on {where} (peak {row['peak_value']:g}) "
-                         f"since {row['started_at']:%H:%M:%S}Z{page}")
+                cause = (f"; broker {row['broker']} is one the fault cycle stopped"
+                         if row["kind"] == "stale_broker" and row["broker"] in self.stopped
+                         else "")
+                self.say(f"INCIDENT opened: {kind} on {where} "
+                         f"({_magnitude(row['kind'], row['peak_value'])}) since "
+                         f"{row['started_at']:%H:%M:%S}Z{cause}")
+                self._page(row)
             elif row["resolved_at"] is not None and key in self.open:
                 del self.open[key]
                 self.resolved += 1
                 lasted = (row["resolved_at"] - row["started_at"]).total_seconds()
                 self.say(f"RESOLVED: {kind} on {where} after {_duration(lasted)}")
+
+    def _page(self, row: dict) -> None:
+        from streaming.alertpush import SPECS
+
+        spec = SPECS.get(row["kind"])
+        if spec is None:
+            return  # a warning-grade incident: dashboards and tickets, no page
+        self.pages += 1
+        dedup = f"dedup: one PagerDuty incident per alertname+cluster, {spec.alertname} {row['cluster']}"
+        if self.push.urls() and row["kind"] in self.push.kinds:
+            self.say(f"PAGE sent: {spec.alertname} (critical) pushed to Alertmanager by the "
+                     f"job ({dedup})")
+        else:
+            self.say(f"PAGE: {spec.alertname} (critical) fires from the Prometheus rule -> "
+                     f"Alertmanager -> PagerDuty ({dedup}; no Alertmanager runs in this demo)")
+
+
+class DemoNarration:
+    """The demo's voice while it runs, on its own thread: incidents as they open and resolve,
+    and a status line every `status_every` seconds (records/s, source lag, open incidents)."""
+
+    def __init__(self, job, exporter, narrator: IncidentNarrator, say,  # noqa: ANN001
+                 producer: AcksAllProducer | None = None, status_every: float = 10.0,
+                 poll_every: float = 2.0) -> None:
+        self.job, self.narrator, self.say, self.producer = job, narrator, say, producer
+        self.registry = exporter.registry
+        self.status_every, self.poll_every = status_every, poll_every
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="demo-narration", daemon=True)
+        self._records = 0.0
+        self._since = time.monotonic()
+
+    def start(self) -> DemoNarration:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+        self.narrator.poll()
+
+    def _run(self) -> None:
+        due = time.monotonic() + self.status_every
+        while not self._stop.wait(self.poll_every):
+            try:
+                self.narrator.poll()
+                if time.monotonic() >= due:
+                    due = time.monotonic() + self.status_every
+                    self.say(self.status())
+            except Exception as err:  # the narration is a view; the demo goes on without it
+                self.say(f"narration: {err}")
+
+    def status(self) -> str:
+        now = time.monotonic()
+        total = self.registry.get_sample_value("kafka_health_pipeline_input_records_total") or 0.0
+        rate = (total - self._records) / max(now - self._since, 1e-9)
+        self._records, self._since = total, now
+        lag = self.registry.get_sample_value("kafka_health_pipeline_source_lag_records")
+        line = (f"status: {rate:,.0f} records/s, lag {'?' if lag is None else f'{lag:,.0f}'} "
+                f"records, {len(self.narrator.open)} open incident(s)")
+        if self.producer is not None:
+            line += (f", producer {self.producer.delivered} delivered / "
+                     f"{self.producer.refused} refused")
+        return line
+
+
+def summary(narrator: IncidentNarrator, config: Config, data: Path) -> str:
+    """The end of a demo: what happened, the HTML report (written now) and the tables."""
+    from streaming.job import TABLES
+    from streaming.report import write_report
+
+    try:
+        report = f"report   {write_report(config.delta.path, str(data / 'report'))}"
+    except Exception as err:  # the tables are still there to look at
+        report = f"report   not written ({err})"
+    return (f"\nsummary: {narrator.opened} incident(s) opened, {narrator.resolved} resolved, "
+            f"{narrator.pages} page(s)\n  {report}\n"
+            f"  tables   {config.delta.path}/{{{','.join(TABLES)}}}\n"
+            f"  again    kafka-health report --delta {config.delta.path} --out {data / 'report'}\n")
+
+
+def batch_printer(args: argparse.Namespace) -> Callable[[str], None] | None:
+    """The job's line per micro-batch (step timings) only with -v: the status line is enough
+    to follow the demo."""
+    return print if args.verbosity >= 1 else None
+
+
+def say(text: str) -> None:
+    """One narration line, stamped with the wall clock."""
+    print(f"{time.strftime('%H:%M:%S')}  {text}", flush=True)
 
 
 def demo_config(args: argparse.Namespace, bootstrap: str, data: Path) -> Config:
@@ -217,15 +333,12 @@ def run_real_demo(args: argparse.Namespace) -> int:
     from streaming.exporter import Exporter
     from streaming.job import Job
 
-    def say(text: str) -> None:
-        print(f"{time.strftime('%H:%M:%S')}  {text}", flush=True)
-
     stop = stop_on_signals()
     data = Path(args.data_dir).resolve()
     data.mkdir(parents=True, exist_ok=True)
     metrics = metrics_cluster(data / "kafka" / "metrics")
     watched = KafkaCluster(3, data / "kafka" / "watched", broker_only=2)
-    shipper = producer = job = None
+    shipper = producer = job = narration = None
     threads: list[threading.Thread] = []
     try:
         say("starting the metrics cluster (1 Kafka node) and the watched cluster (3 KRaft "
@@ -244,7 +357,7 @@ def run_real_demo(args: argparse.Namespace) -> int:
         producer = AcksAllProducer(watched.bootstrap, say).start()
         exporter = Exporter(config=config.exporter)
         exporter.start(config.exporter.bind, config.exporter.port)
-        job = Job(config, exporter=exporter, printer=None)
+        job = Job(config, exporter=exporter, printer=batch_printer(args))
         job.start()
         print(f"""
 kafka-health demo (Ctrl-C stops everything)
@@ -255,38 +368,33 @@ kafka-health demo (Ctrl-C stops everything)
   /metrics   http://{config.exporter.bind}:{config.exporter.port}/metrics
   faults     every {args.fault_period:g}s: a follower stopped, a second broker killed, both back
 """, flush=True)
-        narrator = IncidentNarrator(config.delta.path, say)
+        stopped: set[str] = set()
+        narrator = IncidentNarrator(config, say, stopped)
+        narration = DemoNarration(job, exporter, narrator, say, producer).start()
         cycle = threading.Thread(target=fault_cycle, name="faults", daemon=True,
-                                 args=(watched, say, stop, args.fault_period))
+                                 args=(watched, say, stop, args.fault_period, stopped))
         threads.append(cycle)
         cycle.start()
         if args.duration:
-            threading.Timer(args.duration, stop.set).start()
-        last_status = time.monotonic()
-        while not stop.wait(3.0):
+            timer = threading.Timer(args.duration, stop.set)
+            timer.daemon = True  # a stop by signal must not wait out the duration
+            timer.start()
+        while not stop.wait(1.0):
             if not job.query.isActive:
                 say(f"the job stopped: {job.query.exception()}")
                 return 1
-            narrator.poll()
-            if time.monotonic() - last_status >= 30:
-                last_status = time.monotonic()
-                progress = job.query.lastProgress or {}
-                say(f"status: {progress.get('processedRowsPerSecond', 0):.0f} records/s, "
-                    f"{len(narrator.open)} open incident(s), producer {producer.delivered} "
-                    f"delivered / {producer.refused} refused")
         say("stopping")
-        narrator.poll()
-        print(f"""
-summary: {narrator.opened} incident(s) opened, {narrator.resolved} resolved; producer \
-{producer.delivered} delivered, {producer.refused} refused (NOT_ENOUGH_REPLICAS, or timed \
-out while a broker went away)
-  tables   {config.delta.path}/{{bronze,quarantine,broker_signals,cluster_signals,incidents,\
-partition_headroom,dq_results}}
-  report   kafka-health report --delta {config.delta.path} --out {data / 'report'}
+        narration.stop()
+        narration = None
+        print(summary(narrator, config, data) + f"""\
+  producer {producer.delivered} acks=all writes delivered, {producer.refused} refused \
+(NOT_ENOUGH_REPLICAS, or timed out while a broker went away)
 """, flush=True)
         return 0
     finally:
         stop.set()
+        if narration:
+            narration.stop()
         if job:
             job.stop()
         if producer:

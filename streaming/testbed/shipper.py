@@ -30,6 +30,7 @@ from typing import Any
 import orjson
 
 from streaming.catalog import load_catalog
+from streaming.logsetup import kafka_logger
 from streaming.simulate.formats import go_float
 
 LOG = logging.getLogger("kafka_health.shipper")
@@ -118,7 +119,8 @@ class Shipper:
         self.prometheus_topic = prometheus_topic
         self.interval = interval
         self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20,
-                                  "compression.type": "lz4", "acks": "all"})
+                                  "compression.type": "lz4", "acks": "all",
+                                  "logger": kafka_logger()})
         self.body = orjson.dumps(jolokia_requests())
         self.scrapes = 0
         self.errors: dict[str, str] = {}

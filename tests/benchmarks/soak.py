@@ -73,7 +73,7 @@ def main() -> int:
     data = Path(tempfile.mkdtemp(prefix="kh-soak-"))
     port = 9490
     proc = subprocess.Popen(
-        [sys.executable, "-m", "streaming.cli", "demo", "--data-dir", str(data),
+        [sys.executable, "-m", "streaming.cli", "demo", "-v", "--data-dir", str(data),
          "--metrics-port", str(port), "--duration", str(args.minutes * 60 + 30)],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True)
     batches: list[tuple[float, int, float]] = []

@@ -1,0 +1,88 @@
+"""Logging for the command line: the job's own messages by default, library chatter on request.
+
+An on-call engineer reading the demo or `kafka-health run` output must see incidents, pages
+and the job's warnings, not the INFO lines every library logs while it starts. So the
+libraries below are held at WARNING (or hidden) by default, `-v` lets their INFO through,
+and `-vv` shows everything at DEBUG.
+
+librdkafka (confluent_kafka) writes straight to stderr unless a client is given a Python
+logger: clients built with `kafka_logger()` in their config send their logs here instead,
+where the same levels apply. Its connection errors are routine while a broker restarts (the
+demo stops brokers on purpose), and the job reports an unreachable source itself
+(`kafka_health_pipeline_source_up`, the lag warning), so they are shown from `-v` on.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+LIBRDKAFKA = "kafka_health.librdkafka"
+FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+# Logger -> level by verbosity (0, 1, 2+).
+NOISY: dict[str, tuple[int, int, int]] = {
+    # its expectation registry logs one INFO line per expectation type at import
+    "great_expectations": (logging.WARNING, logging.INFO, logging.DEBUG),
+    "py4j": (logging.WARNING, logging.WARNING, logging.DEBUG),
+    "matplotlib": (logging.WARNING, logging.WARNING, logging.DEBUG),
+    "urllib3": (logging.WARNING, logging.WARNING, logging.DEBUG),
+    "asyncio": (logging.WARNING, logging.WARNING, logging.DEBUG),
+    LIBRDKAFKA: (logging.CRITICAL + 1, logging.WARNING, logging.DEBUG),
+}
+
+# The Spark driver JVM's log4j2 levels by verbosity, for local runs (see spark_log_config).
+SPARK_LEVELS = ("error", "warn", "info")
+LOG4J2 = """\
+# Written by kafka-health for a local Spark driver: console at {level}, and the
+# warnings every local run prints (no native Hadoop library, a loopback hostname) hidden.
+rootLogger.level = {level}
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{{HH:mm:ss}} %p %c{{1}}: %m%n%ex
+logger.hadoop_native.name = org.apache.hadoop.util.NativeCodeLoader
+logger.hadoop_native.level = error
+logger.spark_utils.name = org.apache.spark.util.Utils
+logger.spark_utils.level = error
+"""
+
+
+def configure(verbosity: int) -> None:
+    """Root handler and levels: the project at INFO (DEBUG from -v), libraries as NOISY says."""
+    step = min(max(verbosity, 0), 2)
+    root = logging.DEBUG if step == 2 else logging.INFO
+    logging.basicConfig(level=root, format=FORMAT)  # a no-op where handlers exist (tests)
+    logging.getLogger().setLevel(root)
+    logging.getLogger("kafka_health").setLevel(logging.DEBUG if step >= 1 else logging.INFO)
+    for name, levels in NOISY.items():
+        logging.getLogger(name).setLevel(levels[step])
+
+
+def kafka_logger() -> logging.Logger:
+    """The logger to pass as a confluent_kafka client's `logger` setting."""
+    return logging.getLogger(LIBRDKAFKA)
+
+
+def spark_log_config(verbosity: int) -> None:
+    """Point a local Spark driver JVM at a log4j2 config of the verbosity's level.
+
+    Only when no SPARK_CONF_DIR is set: under spark-submit or with an operator's own Spark
+    config, their log4j2 settings are the ones to honour. Spark adds SPARK_CONF_DIR to the
+    driver's classpath, where log4j2 finds log4j2.properties before the JVM logs a line,
+    so the startup warnings go too (a level set from Python comes only after them).
+    """
+    if os.environ.get("SPARK_CONF_DIR"):
+        return
+    level = SPARK_LEVELS[min(max(verbosity, 0), 2)]
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    folder = os.path.join(cache, "kafka-health", "spark-conf", level)
+    os.makedirs(folder, exist_ok=True)
+    # replaced whole, so a second run starting at the same moment never reads half a file
+    scratch = os.path.join(folder, f".log4j2.properties.{os.getpid()}")
+    with open(scratch, "w", encoding="utf-8") as out:
+        out.write(LOG4J2.format(level=level))
+    os.replace(scratch, os.path.join(folder, "log4j2.properties"))
+    os.environ["SPARK_CONF_DIR"] = folder

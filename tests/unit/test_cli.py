@@ -1,0 +1,134 @@
+"""The command line as an operator meets it: --version, help on every subcommand and option,
+-v before or after the subcommand, and every usage error an exit 2 that says what to fix
+(never a traceback, never a silent exit 0 on a mistyped path)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from importlib.metadata import version
+from pathlib import Path
+
+import pytest
+
+from streaming.cli import build_parser, main
+from streaming.logsetup import LIBRDKAFKA, configure
+
+
+def subcommands() -> dict[str, argparse.ArgumentParser]:
+    action = next(a for a in build_parser()._actions
+                  if isinstance(a, argparse._SubParsersAction))
+    return dict(action.choices)
+
+
+def test_version_is_the_installed_package_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out.strip() == f"kafka-health {version('kafka-health')}"
+
+
+def test_every_subcommand_and_option_has_help() -> None:
+    top = build_parser()
+    listed = {a.dest: a.help for a in top._subparsers._group_actions[0]._choices_actions}
+    parsers = subcommands()
+    assert set(parsers) >= {"demo", "run", "cluster", "simulate", "headroom", "report",
+                            "check-config"}
+    for name, parser in parsers.items():
+        assert listed.get(name), f"{name}: no summary in `kafka-health --help`"
+        assert parser.description, f"{name}: no description in `kafka-health {name} --help`"
+        for action in parser._actions:
+            assert action.help and action.help != argparse.SUPPRESS, (
+                f"kafka-health {name} {'/'.join(action.option_strings) or action.dest}: no help")
+    for action in top._actions:
+        if not isinstance(action, argparse._SubParsersAction):
+            assert action.help, f"kafka-health {'/'.join(action.option_strings)}: no help"
+
+
+@pytest.mark.parametrize("argv, verbosity", [
+    (["check-config", "c.yaml"], 0),
+    (["check-config", "c.yaml", "-v"], 1),
+    (["check-config", "-vv", "c.yaml"], 2),
+    (["-v", "check-config", "c.yaml", "-v"], 2),
+])
+def test_verbose_is_accepted_before_and_after_the_subcommand(argv: list[str],
+                                                            verbosity: int) -> None:
+    args = build_parser().parse_args(argv)
+    assert args.verbose + args.verbose_after == verbosity
+
+
+@pytest.fixture
+def restore_levels():  # noqa: ANN201
+    names = ["", "kafka_health", "great_expectations", "py4j", LIBRDKAFKA]
+    saved = {n: logging.getLogger(n).level for n in names}
+    yield
+    for name, level in saved.items():
+        logging.getLogger(name).setLevel(level)
+
+
+@pytest.mark.usefixtures("restore_levels")
+def test_library_noise_is_hidden_by_default_and_shown_with_v() -> None:
+    great_expectations = logging.getLogger("great_expectations.expectations.registry")
+    librdkafka = logging.getLogger(LIBRDKAFKA)
+    job = logging.getLogger("kafka_health.job")
+
+    configure(0)
+    assert not great_expectations.isEnabledFor(logging.INFO)
+    assert not librdkafka.isEnabledFor(logging.ERROR)  # routine while a broker restarts
+    assert job.isEnabledFor(logging.INFO) and not job.isEnabledFor(logging.DEBUG)
+    configure(1)
+    assert great_expectations.isEnabledFor(logging.INFO)
+    assert librdkafka.isEnabledFor(logging.WARNING) and not librdkafka.isEnabledFor(logging.INFO)
+    assert job.isEnabledFor(logging.DEBUG)
+    configure(2)
+    assert librdkafka.isEnabledFor(logging.DEBUG)
+    assert logging.getLogger("py4j").isEnabledFor(logging.DEBUG)
+
+
+def delta_root_with_a_table(tmp_path: Path) -> Path:
+    root = tmp_path / "delta"
+    (root / "broker_signals" / "_delta_log").mkdir(parents=True)
+    return root
+
+
+USAGE_ERRORS = {
+    "simulate-bad-format": (["simulate", "--format", "bogus"], "choose one of: jolokia"),
+    "simulate-rf-over-brokers": (["simulate", "--brokers", "2"],
+                                 "--replication-factor 3 exceeds --brokers 2"),
+    "simulate-zero-brokers": (["simulate", "--brokers", "0"], "'0' is not a whole number >= 1"),
+    "headroom-mistyped-delta": (["headroom", "--delta", "{tmp}/nope", "--png", ""],
+                                "--delta {tmp}/nope: no such folder"),
+    "headroom-default-delta-missing": (["headroom", "--png", ""],
+                                       "pass --delta with the job's delta.path"),
+    "headroom-png-folder-missing": (["headroom", "--delta", "{delta}", "--png", "{tmp}/no/x.png"],
+                                    "--png {tmp}/no/x.png: the folder {tmp}/no does not exist"),
+    "report-mistyped-delta": (["report", "--delta", "{tmp}/nope", "--out", "{tmp}/out"],
+                              "--delta {tmp}/nope: no such folder"),
+    "report-delta-without-tables": (["report", "--delta", "{tmp}", "--out", "{tmp}/out"],
+                                    "holds none of the job's Delta tables"),
+    "report-out-not-a-folder": (["report", "--delta", "{delta}", "--out", "{tmp}/file/out"],
+                                "--out {tmp}/file/out: cannot create the report folder"),
+    "report-negative-hours": (["report", "--hours", "-1"], "'-1' is not a number of hours > 0"),
+    "cluster-negative-brokers": (["cluster", "--brokers", "-1"], "'-1' is not a whole number >= 0"),
+    "demo-port-out-of-range": (["demo", "--metrics-port", "70000"], "TCP port (1-65535)"),
+    "demo-nan-duration": (["demo", "--duration", "nan"], "'nan' is not a number of seconds > 0"),
+    "run-without-config": (["run"], "the following arguments are required: --config"),
+    "check-config-missing-file": (["check-config", "{tmp}/nope.yaml"], "cannot read"),
+}
+
+
+@pytest.mark.parametrize("argv, expected", USAGE_ERRORS.values(), ids=USAGE_ERRORS.keys())
+def test_usage_errors_exit_2_with_the_fix(argv: list[str], expected: str, tmp_path: Path,
+                                         monkeypatch: pytest.MonkeyPatch,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)  # the default delta.path (data/delta) does not exist here
+    (tmp_path / "file").write_text("")
+    names = {"tmp": str(tmp_path), "delta": str(delta_root_with_a_table(tmp_path))}
+    try:
+        code = main([arg.format(**names) for arg in argv])
+    except SystemExit as exit_:
+        code = exit_.code
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert expected.format(**names) in err
+    assert "Traceback" not in err
