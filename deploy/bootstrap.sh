@@ -6,6 +6,21 @@
 # Usage: bash deploy/bootstrap.sh [--test]   (--test adds pytest, hypothesis, ruff)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+case "${1:-}" in
+  -h|--help)
+    cat <<'USAGE'
+usage: bash deploy/bootstrap.sh [--test]
+
+Installs, idempotently: Java and Maven from the Debian archive when missing, a virtualenv
+in .venv with kafka-health (editable) and its pinned dependencies, and the JVM artifacts of
+deploy/jvm/pom.xml (Apache Kafka, Jolokia, jmx_exporter) into ~/.cache/kafka-health/jvm.
+  --test   also pytest, hypothesis and ruff
+Environment: PYTHON, the interpreter for the virtualenv (default python3, needs >= 3.11).
+USAGE
+    exit 0 ;;
+  ""|--test) ;;
+  *) echo "bootstrap.sh: unknown option $1 (usage: bash deploy/bootstrap.sh [--test])" >&2; exit 2 ;;
+esac
 PYTHON="${PYTHON:-python3}"
 if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
   echo "kafka-health needs Python >= 3.11 (found $("$PYTHON" --version 2>&1))" >&2

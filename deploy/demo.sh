@@ -5,20 +5,17 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 for arg in "$@"; do
   if [ "$arg" = "-h" ] || [ "$arg" = "--help" ]; then
-    if [ -x .venv/bin/kafka-health ]; then exec .venv/bin/kafka-health demo --help; fi
-    cat <<'USAGE'
-usage: bash deploy/demo.sh [kafka-health demo options]
-
-Installs what the demo needs (a virtualenv in .venv, the Python packages, Apache Kafka and
-the JMX agents through Maven), then runs a real 3-node Kafka cluster, a metrics cluster,
-the shipper, an acks=all producer, the streaming job and a cycle of real faults on
-loopback. Options (after installing, `bash deploy/demo.sh --help` lists them all):
-  --simulated          a simulated cluster instead of real Kafka
-  --duration SECONDS   stop by itself
-  --fault-period S     seconds per fault cycle (default 300)
-  --data-dir DIR       tables and checkpoint (default data/demo)
-  --metrics-port PORT  the job's /metrics (default 9464)
-USAGE
+    # Help before anything is installed: the command line parser needs only the standard
+    # library, so any Python 3 prints the same options the installed command takes.
+    echo "usage: bash deploy/demo.sh [kafka-health demo options]"
+    echo
+    echo "Installs what the demo needs (deploy/bootstrap.sh: a virtualenv in .venv, the Python"
+    echo "packages, Apache Kafka and the JMX agents through Maven), then runs kafka-health demo:"
+    echo
+    python="${PYTHON:-python3}"
+    [ -x .venv/bin/python ] && python=.venv/bin/python
+    "$python" -c 'import sys; from streaming.cli import build_parser; build_parser().parse_args(["demo", "--help"])' \
+      2>/dev/null || echo "(the options are listed by: bash deploy/demo.sh, then .venv/bin/kafka-health demo --help)"
     exit 0
   fi
 done

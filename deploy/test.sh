@@ -5,6 +5,17 @@
 # Extra arguments go to pytest (e.g. -k signals). Benchmarks are not run here.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then
+  cat <<'USAGE'
+usage: bash deploy/test.sh [pytest arguments]
+
+Installs what the tests need (deploy/bootstrap.sh --test, Debian's prometheus, alertmanager
+and chromium), runs ruff, then pytest with the arguments given, e.g.
+  bash deploy/test.sh tests/unit          bash deploy/test.sh -k signals
+Benchmarks are not run here. pytest's own help: .venv/bin/python -m pytest --help
+USAGE
+  exit 0
+fi
 bash deploy/bootstrap.sh --test
 bash deploy/install-prometheus.sh
 bash deploy/install-chromium.sh

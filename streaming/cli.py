@@ -22,7 +22,6 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from streaming.config import ConfigError, load_config, redacted
 from streaming.lease import LeaseHeld
 from streaming.logsetup import configure, spark_log_config
 
@@ -200,6 +199,7 @@ class _DownBrokers:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from streaming.config import load_config
     from streaming.exporter import Exporter
     from streaming.job import Job
 
@@ -242,6 +242,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 
 def cmd_headroom(args: argparse.Namespace) -> int:
+    from streaming.config import load_config
     from streaming.report import format_headroom_table, headroom_table, write_headroom_chart
 
     config = load_config(args.config) if args.config else None
@@ -290,6 +291,7 @@ def cluster_view(table, overrides: dict, planned: int | None, rf: int) -> str:  
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from streaming.config import load_config
     from streaming.report import write_report
 
     root = delta_root(args, load_config(args.config))
@@ -327,6 +329,8 @@ def delta_root(args: argparse.Namespace, config: Any) -> str:
 def cmd_check_config(args: argparse.Namespace) -> int:
     """Validate the config, read every secret it references (a missing one is exit 2 naming
     its key), and print the config masked by the redaction rule."""
+    from streaming.config import load_config, redacted
+
     config = load_config(args.config)
     config.check_secrets()
     print(json.dumps(redacted(config), indent=2, default=str))
@@ -348,8 +352,7 @@ VERBOSE_HELP = ("more output: -v adds the libraries' INFO lines (Spark, great_ex
 def _subcommand(sub: Any, name: str, common: argparse.ArgumentParser,
                 func: Callable[[argparse.Namespace], int], summary: str,
                 description: str) -> argparse.ArgumentParser:
-    parser = sub.add_parser(name, help=summary, description=description, parents=[common],
-                            formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = sub.add_parser(name, help=summary, description=description, parents=[common])
     parser.set_defaults(func=func, parser=parser)
     return parser
 
@@ -484,6 +487,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    # imported after parsing: --help and usage errors need only the standard library, so
+    # the wrapper scripts print help before anything is installed
+    from streaming.config import ConfigError
+
     args.verbosity = args.verbose + args.verbose_after
     configure(args.verbosity)
     try:
