@@ -44,6 +44,7 @@ BROKER_COLUMNS = {
 # So the unclean gauge holds the elections of every window in the last UNCLEAN_HOLD.
 UNCLEAN_GAUGE = "kafka_health_unclean_leader_elections_window_increase"
 UNCLEAN_HOLD = timedelta(minutes=5)
+CONTROLLER_GAUGE = "kafka_health_active_controllers"
 CLUSTER_COLUMNS = {
     "kafka_health_offline_partitions": "offline_partitions_max",
     "kafka_health_active_controllers": "active_controllers",
@@ -296,6 +297,10 @@ class Exporter:
                     value = row.get(column)
                     if value is not None:
                         self.gauges[gauge].labels(cluster).set(value)
+                    elif gauge == CONTROLLER_GAUGE:
+                        # unknown (the last controller's numbers are missing), not 0 and
+                        # not the window before's: absent, which the rule's `for:` rides out
+                        _remove(self.gauges[gauge], cluster)
             self._count_dropped()
 
     def update_churn(self, unmatched: dict[tuple[str, str], float]) -> None:

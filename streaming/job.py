@@ -534,13 +534,7 @@ class BatchProcessor:
             with stopwatch(timings, "seed"):
                 self.seed_open_windows(recomputed, spans, clusters)
         with stopwatch(timings, "cluster_signals"):
-            stored = self.tables["broker_signals"].read(
-                (ds.field("window_start") >= pa.scalar(first, TS))
-                & (ds.field("window_start") <= pa.scalar(last, TS)),
-                ds.field("cluster").isin(clusters),
-            )
-            cluster_rows = cluster_signals(stored)
-            self.tables["cluster_signals"].upsert(cluster_rows, batch_id)
+            cluster_rows = self.update_cluster_signals(clusters, first, last, batch_id)
         if exporter is not None:
             exporter.update_clusters(cluster_rows.to_pylist())
         with stopwatch(timings, "headroom"):
@@ -563,6 +557,21 @@ class BatchProcessor:
                 ds.field("resolved_at").is_null(), ds.field("cluster").isin(clusters),
                 columns=["cluster", "kind"])
             exporter.update_open_incidents(clusters, open_now.to_pylist())
+
+    def update_cluster_signals(self, clusters: list[str], first: datetime, last: datetime,
+                               batch_id: int) -> pa.Table:
+        """cluster_signals of the windows first..last, upserted. The stored broker rows of
+        the incident horizon before them are read too: they tell which broker was the
+        controller, whose missing numbers make a window's controller count unknown."""
+        lookback = timedelta(seconds=self.config.signals.incident_horizon_seconds)
+        stored = self.tables["broker_signals"].read(
+            (ds.field("window_start") >= pa.scalar(first - lookback, TS))
+            & (ds.field("window_start") <= pa.scalar(last, TS)),
+            ds.field("cluster").isin(clusters),
+        )
+        cluster_rows = cluster_signals(stored, since=first)
+        self.tables["cluster_signals"].upsert(cluster_rows, batch_id)
+        return cluster_rows
 
     def recompute(self, clusters: list[str], spans: list[tuple[datetime, datetime]]
                   ) -> tuple[pa.Table, pa.Table, pa.Table, pa.Table] | None:

@@ -6,6 +6,7 @@ would cost its fixed planning time in every micro-batch.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from datetime import UTC, datetime
 
 import pyarrow as pa
@@ -16,8 +17,45 @@ from streaming.schemas import arrow_schema
 KEYS = ["cluster", "window_start"]
 
 
-def cluster_signals(broker_rows: pa.Table) -> pa.Table:
+def controller_unknown(broker_rows: pa.Table, keys: pa.Table) -> pa.Array:
+    """Per (cluster, window_start) row of `keys`: is its controller count unknown?
+
+    It is when a broker that claimed the active controller in the cluster's latest earlier
+    window with a claim has not reported ActiveControllerCount in this window: the sum
+    would read 0 (or 1 too few) only because the controller's numbers are missing, whether
+    it went silent or its rows are still in flight (a window's first batch). Unknown is not
+    0: it opens no controller incident and exports no value, until the claimant reports
+    again (its 0 is then a real 0) or its claim leaves the rows handed in (the look-back).
+    """
+    reported: dict[tuple[str, object], set[str]] = defaultdict(set)
+    claims: dict[tuple[str, object], set[str]] = defaultdict(set)
+    columns = broker_rows.select(["cluster", "broker", "window_start", "active_controller_last"])
+    for row in columns.to_pylist():
+        if row["active_controller_last"] is None:
+            continue
+        key = (row["cluster"], row["window_start"])
+        reported[key].add(row["broker"])
+        if row["active_controller_last"] > 0:
+            claims[key].add(row["broker"])
+    unknown: set[tuple[str, object]] = set()
+    claimed: dict[str, set[str]] = {}
+    for key in sorted({*reported, *zip(keys["cluster"].to_pylist(),
+                                       keys["window_start"].to_pylist(), strict=True)}):
+        cluster = key[0]
+        if not claimed.get(cluster, set()) <= reported[key]:
+            unknown.add(key)
+        if claims[key]:
+            claimed[cluster] = claims[key]
+    return pa.array([k in unknown for k in zip(keys["cluster"].to_pylist(),
+                                               keys["window_start"].to_pylist(), strict=True)],
+                    pa.bool_())
+
+
+def cluster_signals(broker_rows: pa.Table, since: datetime | None = None) -> pa.Table:
     """Controller-scoped signals need every broker of the window, so this reads broker_signals.
+
+    Rows come for the windows from `since` on; the broker rows before it are the look-back
+    that tells which broker was the controller (see `controller_unknown`).
 
     ActiveControllerCount is 1 only on the active controller (KRaft): the healthy sum is 1.
     UnderMinIsrPartitionCount counts led partitions only, so the sum does not double count.
@@ -39,12 +77,18 @@ def cluster_signals(broker_rows: pa.Table) -> pa.Table:
         ("under_replicated_max", "sum", skip_nulls),
         ("unclean_elections_increase", "max", skip_nulls),
     ])
+    if since is not None:
+        grouped = grouped.filter(pc.greater_equal(grouped["window_start"],
+                                                  pa.scalar(since, grouped["window_start"].type)))
+    unknown = controller_unknown(broker_rows, grouped)
+    active = pc.if_else(unknown, pa.scalar(None, grouped["active_controller_last_sum"].type),
+                        grouped["active_controller_last_sum"])
     now = datetime.now(UTC)
     return pa.table({
         "cluster": grouped["cluster"], "window_start": grouped["window_start"],
         "window_end": grouped["window_end_max"], "brokers_reporting": grouped["count_all"],
         "offline_partitions_max": grouped["offline_partitions_max_max"],
-        "active_controllers": grouped["active_controller_last_sum"],
+        "active_controllers": active,
         "under_min_isr_total": grouped["under_min_isr_max_sum"],
         "under_replicated_total": grouped["under_replicated_max_sum"],
         "unclean_elections_increase": grouped["unclean_elections_increase_max"],

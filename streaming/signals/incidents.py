@@ -12,6 +12,13 @@ two joins, a union of six parts) this stage cost ~1.2 s of fixed planning per mi
 The window functions become numpy over rows sorted by series. Comparisons keep Spark's
 semantics where Arrow's differ: NaN is greater than every number (so NaN > 0 holds and
 a NaN peak wins the max), and unknown (null) conditions are not active.
+
+Two conditions can be undecided in a window whose evidence is still incomplete: the
+controller count while the last controller's numbers are missing (signals.cluster), and
+a broker's staleness in a window it has not reported in yet, until the cluster's event
+time is a watermark past the window (its rows may be in flight). An undecided window
+holds the state of the window before it: it neither opens nor resolves an incident, so
+no incident lives for one batch and no push is taken back by the next.
 """
 
 from __future__ import annotations
@@ -59,13 +66,20 @@ def _above(values: pa.ChunkedArray | pa.Array, threshold: float) -> pa.ChunkedAr
 
 
 def _condition(rows: pa.Table, broker: pa.ChunkedArray | str, kind: str,
-               active: pa.ChunkedArray, value: pa.ChunkedArray) -> pa.Table:
+               active: pa.ChunkedArray, value: pa.ChunkedArray, undecided: bool = False
+               ) -> pa.Table:
+    """Condition rows of one kind. With `undecided`, a null `active` stays null (the window
+    holds the state before it, see incident_runs) and its value is not a peak; otherwise
+    an unknown condition is not active."""
     n = rows.num_rows
     brokers = pa.array([broker] * n, pa.string()) if isinstance(broker, str) else broker
+    value = pc.cast(value, pa.float64())
+    if undecided:
+        value = pc.if_else(pc.is_valid(active), value, pa.scalar(None, pa.float64()))
     return pa.table({
         "cluster": rows["cluster"], "broker": brokers, "kind": pa.array([kind] * n, pa.string()),
         "window_start": rows["window_start"], "window_end": rows["window_end"],
-        "active": pc.fill_null(active, False), "value": pc.cast(value, pa.float64()),
+        "active": active if undecided else pc.fill_null(active, False), "value": value,
     }).cast(CONDITIONS_SCHEMA)
 
 
@@ -99,8 +113,13 @@ def _running_max(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
     return out
 
 
-def stale_rows(broker_rows: pa.Table, stale_after_seconds: float) -> pa.Table:
+def stale_rows(broker_rows: pa.Table, stale_after_seconds: float,
+               settle_seconds: float | None = None) -> pa.Table:
     """One row per (cluster window, known broker): stale when it sent nothing recent enough.
+
+    With `settle_seconds`, a broker without samples in a window is undecided (stale null)
+    until the cluster's newest sample is that far past the window's end: its samples for
+    the window may still be in flight while its peers' have arrived.
 
     A broker is known once it reported in the horizon; its silence is measured against
     the newest sample of its cluster in that window (event time, so a replay is not stale).
@@ -129,10 +148,23 @@ def stale_rows(broker_rows: pa.Table, stale_after_seconds: float) -> pa.Table:
     age = pc.subtract(pc.divide(pc.cast(joined["cluster_newest"], pa.int64()), 1_000_000),
                       pc.divide(broker_newest, 1_000_000))  # int64 division truncates
     age = pc.cast(age, pa.float64())
+    stale = pc.greater(age, float(stale_after_seconds))
+    if settle_seconds is not None:
+        newest = broker_rows.group_by("cluster", use_threads=False).aggregate(
+            [("last_sample_ts", "max")]).rename_columns(["cluster", "settled_by"])
+        settled_by = joined.select(["cluster"]).append_column(
+            "row", pa.array(np.arange(joined.num_rows))).join(
+            newest, "cluster", join_type="left outer", use_threads=False).sort_by("row")
+        settles_at = pc.add(pc.cast(joined["window_end"], pa.int64()),
+                            int(settle_seconds * 1_000_000))
+        settled = pc.greater_equal(pc.cast(settled_by["settled_by"], pa.int64()), settles_at)
+        undecided = pc.and_(pc.is_null(joined["last_sample_ts"]),
+                            pc.invert(pc.fill_null(settled, False)))
+        stale = pc.if_else(undecided, pa.scalar(None, pa.bool_()), stale)
     return pa.table({
         "cluster": joined["cluster"], "broker": joined["broker"],
         "window_start": joined["window_start"], "window_end": joined["window_end"],
-        "stale": pc.greater(age, float(stale_after_seconds)), "age": age,
+        "stale": stale, "age": age,
     }).cast(STALE_SCHEMA)
 
 
@@ -140,7 +172,7 @@ def incident_conditions(broker_rows: pa.Table, cluster_rows: pa.Table,
                         config: SignalsConfig) -> pa.Table:
     """Per (cluster, broker, kind, window): did the condition hold, and how badly."""
     stale_after = config.stale_after_intervals * config.scrape_interval_seconds
-    stale = stale_rows(broker_rows, stale_after)
+    stale = stale_rows(broker_rows, stale_after, config.watermark_seconds)
     broker = broker_rows["broker"]
     saturated = pc.or_kleene(
         _above(broker_rows["request_queue_utilization_max"], config.saturation_queue_ratio),
@@ -157,8 +189,9 @@ def incident_conditions(broker_rows: pa.Table, cluster_rows: pa.Table,
                    cluster_rows["offline_partitions_max"]),
         _condition(cluster_rows, CLUSTER_WIDE, "controller",
                    pc.not_equal(pc.cast(cluster_rows["active_controllers"], pa.float64()), 1.0),
-                   cluster_rows["active_controllers"]),
-        _condition(stale, stale["broker"], "stale_broker", stale["stale"], stale["age"]),
+                   cluster_rows["active_controllers"], undecided=True),
+        _condition(stale, stale["broker"], "stale_broker", stale["stale"], stale["age"],
+                   undecided=True),
     ]
     return pa.concat_tables(parts)
 
@@ -206,9 +239,13 @@ def incident_runs(conditions: pa.Table) -> pa.Table:
     codes = [c[order] for c in codes]
     start = window_start[order]
     end = _micros(rows["window_end"])
-    active = pc.fill_null(rows["active"], False).to_numpy(zero_copy_only=False)
-
     first_of_series = _series_starts(codes)  # no previous window (Spark's lag is null)
+    # An undecided window (null) holds the series' last decided state (none yet: inactive).
+    decided = pc.is_valid(rows["active"]).to_numpy(zero_copy_only=False)
+    raw = pc.fill_null(rows["active"], False).to_numpy(zero_copy_only=False)
+    last_decided = _running_max(np.where(decided, np.arange(len(raw)), -1), first_of_series)
+    active = np.where(last_decided >= 0, raw[np.maximum(last_decided, 0)], False)
+
     last_of_series = np.append(first_of_series[1:], True)  # no next window (lead is null)
     previous_active = np.append(False, active[:-1])
     previous_end = np.append(NO_TS, end[:-1])

@@ -179,3 +179,21 @@ def test_series_of_a_broker_or_cluster_silent_past_the_ttl_are_removed():
     exporter.update_open_incidents(["c2"], [{"cluster": "c2", "kind": "controller"}])
     assert not any(dict(labels).get("cluster") == "c2" for _, labels in samples(exporter)), \
         "a cluster whose series are gone does not come back through the incidents gauge"
+
+
+def test_an_unknown_controller_count_is_exported_as_no_series_not_zero():
+    exporter = Exporter(clock=Clock(T0 + timedelta(minutes=3)))
+
+    def cluster(minute: int, controllers: float | None) -> dict[str, Any]:
+        start = T0 + timedelta(minutes=minute)
+        return {"cluster": "c1", "window_start": start, "window_end": start + timedelta(minutes=1),
+                "active_controllers": controllers, "brokers_reporting": 2}
+
+    get = exporter.registry.get_sample_value
+    exporter.update_clusters([cluster(0, 1.0)])
+    assert get("kafka_health_active_controllers", {"cluster": "c1"}) == 1.0
+    exporter.update_clusters([cluster(1, None)])
+    assert get("kafka_health_active_controllers", {"cluster": "c1"}) is None
+    assert get("kafka_health_brokers_reporting", {"cluster": "c1"}) == 2.0
+    exporter.update_clusters([cluster(2, 0.0)])
+    assert get("kafka_health_active_controllers", {"cluster": "c1"}) == 0.0

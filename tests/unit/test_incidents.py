@@ -87,7 +87,11 @@ def test_a_known_broker_that_goes_silent_is_stale_from_its_first_window():
     # whole seconds on both ends (Spark's unix_timestamp): 03:50.9 - 01:05.2 -> 165, not 165.7
     assert by_broker["2", w(3)] == (True, 165.0)
     assert by_broker["3", w(4)] == (False, 0.0)
-    assert runs(incidents(rows), "stale_broker") == [(w(2), None, 220.0)]
+    # windows 2-4 are not settled (a watermark past their end) when the data ends at 00:04:45
+    assert runs(incidents(rows), "stale_broker") == []
+    rows += broker_rows({5: 0, 6: 0}, broker="1") + broker_rows({5: 0, 6: 0}, broker="3")
+    # by 00:06:45 windows 2 and 3 are (ages 100 and 165), later ones hold the incident open
+    assert runs(incidents(rows), "stale_broker") == [(w(2), None, 165.0)]
 
 
 def test_incident_id_is_stable_and_derived_from_the_run():
@@ -104,3 +108,32 @@ def test_empty_inputs_give_an_empty_incidents_table():
     assert incidents(broker_rows({0: 1}), []) != []
     clusters = [{"cluster": "c", "window_start": w(0), "window_end": w(1), "active_controllers": 1}]
     assert incidents([], clusters) == []
+
+
+def controller_windows(counts: list[float | None]) -> list[dict]:
+    return [{"cluster": "c", "window_start": w(i), "window_end": w(i + 1), "active_controllers": a}
+            for i, a in enumerate(counts)]
+
+
+def test_an_unknown_controller_count_neither_opens_nor_resolves_an_incident():
+    """Unknown (the last controller's numbers missing from the window) is not 0: no
+    incident opens from it, and one already open stays open through it."""
+    brokers = broker_rows({i: 0 for i in range(5)})
+    assert runs(incidents(brokers, controller_windows([1, None, None, 1, 1])), "controller") == []
+    got = runs(incidents(brokers, controller_windows([1, 0, None, None])), "controller")
+    assert got == [(w(1), None, 0.0)], "still open, not resolved at the unknown window"
+    got = runs(incidents(brokers, controller_windows([0, None, 1, 1])), "controller")
+    assert got == [(w(0), w(2), 0.0)], "resolved where the count is known to be 1 again"
+
+
+def test_a_silent_broker_is_not_stale_in_a_window_other_data_may_still_arrive_for():
+    """Window 1 holds broker 1's samples up to 00:01:50 but none of broker 2's yet (in
+    flight, or broker 2 died): stale only once the cluster's event time is a watermark
+    (120 s) past the window's end, so no stale-broker incident opens and vanishes again."""
+    first_batch = broker_rows({0: 0, 1: 0}, broker="1") + broker_rows({0: 0}, broker="2")
+    first_batch[1]["last_sample_ts"] = w(1) + timedelta(seconds=50)
+    assert runs(incidents(first_batch), "stale_broker") == []
+    later = broker_rows({i: 0 for i in range(5)}, broker="1") + broker_rows({0: 0}, broker="2")
+    # window 1 is settled by 00:04:45 (>= 00:02:00 + 120 s), windows 2-4 not yet: they hold
+    # the incident open, and only settled windows give its peak (window 1's age)
+    assert runs(incidents(later), "stale_broker") == [(w(1), None, 60.0)]
