@@ -247,14 +247,19 @@ class Exporter:
                 total += sum(1 for s in family.samples if not s.name.endswith("_created"))
         return float(total + 1)
 
+    @staticmethod
+    def _ranked(rows: list[dict[str, Any]], now: float) -> list[tuple[datetime, dict[str, Any]]]:
+        """(window_rank, row) pairs, oldest first: the order a batch's rows apply in."""
+        wall = datetime.fromtimestamp(now, UTC)
+        return sorted(((window_rank(r, wall), r) for r in rows),
+                      key=lambda p: (p[0], p[1]["window_start"]))
+
     def update_brokers(self, rows: list[dict[str, Any]]) -> None:
         """Export each broker's newest window; an older (late-corrected) window never wins,
         except in the unclean-election hold (UNCLEAN_HOLD), which takes every window."""
         writes = SeriesWrites()
         now = self.clock()
-        wall = datetime.fromtimestamp(now, UTC)
-        ranked = sorted(((window_rank(r, wall), r) for r in rows),
-                        key=lambda p: (p[0], p[1]["window_start"]))
+        ranked = self._ranked(rows, now)
         with self._lock:
             for rank, row in ranked:
                 key = (row["cluster"], row["broker"])
@@ -284,9 +289,7 @@ class Exporter:
 
     def update_clusters(self, rows: list[dict[str, Any]]) -> None:
         now = self.clock()
-        wall = datetime.fromtimestamp(now, UTC)
-        ranked = sorted(((window_rank(r, wall), r) for r in rows),
-                        key=lambda p: (p[0], p[1]["window_start"]))
+        ranked = self._ranked(rows, now)
         with self._lock:
             for rank, row in ranked:
                 cluster = row["cluster"]
