@@ -203,18 +203,23 @@ def opened_in_signals(rows: list[dict[str, Any]], fresh_seconds: float,
     and, later, its resolution. Pushing here saves those seconds on the data-loss page.
     Only each broker's newest window in the batch, and only if it ended within
     `fresh_seconds`, is pushed: a late sample that recomputes an old window must not
-    re-open an incident that has already been resolved.
+    re-open an incident that has already been resolved. Windows rank as the exporter ranks
+    them (`window_rank`): a window ahead of the wall clock ties with the current one, and
+    each of the tied windows is read, so a future-dated sample cannot hide a real fault.
     """
+    from streaming.exporter import window_rank
     from streaming.signals.incidents import POSITIVE_BROKER_CONDITIONS
 
     now = now or datetime.now(UTC)
-    newest: dict[tuple[str, str], dict[str, Any]] = {}
+    newest: dict[tuple[str, str], tuple[datetime, list[dict[str, Any]]]] = {}
     for row in rows:
-        key = (row["cluster"], row["broker"])
-        if key not in newest or row["window_start"] > newest[key]["window_start"]:
-            newest[key] = row
+        key, rank = (row["cluster"], row["broker"]), window_rank(row, now)
+        if key not in newest or rank > newest[key][0]:
+            newest[key] = (rank, [row])
+        elif rank == newest[key][0]:
+            newest[key][1].append(row)
     opened = []
-    for row in newest.values():
+    for row in (r for _, tied in newest.values() for r in tied):
         if now - _utc(row["window_end"]) > timedelta(seconds=fresh_seconds):
             continue
         for kind, column in POSITIVE_BROKER_CONDITIONS.items():

@@ -463,3 +463,13 @@ def test_a_push_pages_only_for_clusters_that_may_page_and_at_most_the_cap(
     assert len(body) == 3
     assert {a["labels"]["cluster"] for a in body} == {"c1"}
     assert body[0]["labels"]["alertname"] == "KafkaUncleanLeaderElection", "data loss first"
+
+
+def test_early_push_is_not_hidden_by_a_window_ahead_of_the_wall_clock() -> None:
+    """A sample dated minutes ahead made its window the broker's "newest": the real
+    under-min-ISR of 7 in the current window was not pushed."""
+    now = T0 + timedelta(minutes=2, seconds=40)
+    rows = [signal_row("1", 2, under_min=7.0), signal_row("1", 6)]
+    opened = alertpush.opened_in_signals(rows, fresh_seconds=180, now=now)
+    assert [(o["kind"], o["peak_value"], o["started_at"]) for o in opened] == [
+        ("under_min_isr", 7.0, T0 + timedelta(minutes=2))]
