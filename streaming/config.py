@@ -194,6 +194,9 @@ class QualityConfig:
     max_samples_per_record: int = 100_000  # too_many_samples: the record, whole
     max_labels_per_sample: int = 64  # too_many_labels: that sample (identity labels count)
     max_label_chars: int = 1024  # label_too_long: a key or value longer, that sample
+    # Distinct brokers a cluster may have since the job started; samples naming a new one
+    # past it are quarantined (too_many_brokers), so made-up brokers cannot create state.
+    max_brokers_per_cluster: int = 2000
     validate_every_n_batches: int = 10
     sample_rows: int = 5000
 
@@ -203,7 +206,7 @@ class QualityConfig:
             if value is not None and not value > 0:
                 raise ConfigError(f"{path}.{name}: must be > 0 seconds or null (no limit)")
         for name in ("max_message_bytes", "max_samples_per_record", "max_labels_per_sample",
-                     "max_label_chars"):
+                     "max_label_chars", "max_brokers_per_cluster"):
             if not getattr(self, name) > 0:
                 raise ConfigError(f"{path}.{name}: must be a whole number > 0")
 

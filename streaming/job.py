@@ -43,6 +43,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from streaming import alertpush, failpoints
 from streaming.alertpush import opened_in_signals, push_incidents
+from streaming.broker_admission import BrokerAdmission
 from streaming.config import Config
 from streaming.decode.packing import unpack
 from streaming.decode.records import reason_category
@@ -267,6 +268,7 @@ class BatchProcessor:
         self.validator = BronzeValidator(config.quality.validate_every_n_batches,
                                          config.quality.sample_rows)
         self.defaulted = DefaultedIdentity(config.identity.default_cluster)
+        self.admission = BrokerAdmission(config.quality.max_brokers_per_cluster)
         self.set_app_id(app_id)
 
     def set_app_id(self, app_id: str) -> None:
@@ -299,6 +301,9 @@ class BatchProcessor:
         good = pc.is_null(decoded["reject_reason"])
         bronze = decoded.filter(good)
         rejected = decoded.filter(pc.invert(good))
+        bronze, refused = self.admission(bronze)  # before anything holds their state
+        if refused.num_rows:
+            rejected = pa.concat_tables([rejected, refused])
         handoff = None
         if self.pending is not None:
             # The held windows absorb the batch on the deferred thread while this one writes

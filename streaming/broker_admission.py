@@ -1,0 +1,77 @@
+"""At most `quality.max_brokers_per_cluster` distinct brokers per cluster.
+
+Every broker a sample names becomes state: held signal windows, exporter series, incident
+rows, a page. A record that names 100k made-up brokers must not create 100k brokers'
+state, so the job's driver remembers the brokers each cluster has had since it started
+and quarantines samples naming a new one past the cap (`too_many_brokers`), one row per
+record (its payload is not carried past decoding; its topic, partition and offset find it
+in Kafka). Brokers are admitted in the order a batch names them; a replayed batch finds
+the ones it admitted already known and the refused ones refused again. The memory held is
+bounded by the cap per cluster.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from streaming.schemas import decoded_arrow_schema
+
+LOG = logging.getLogger("kafka_health.brokers")
+RECORD = ["source_topic", "source_partition", "source_offset"]
+
+
+class BrokerAdmission:
+    def __init__(self, max_per_cluster: int) -> None:
+        self.cap = max_per_cluster
+        self.known: dict[str, set[str]] = {}
+        self.warned: set[str] = set()
+
+    def __call__(self, bronze: pa.Table) -> tuple[pa.Table, pa.Table]:
+        """(the samples kept, one decoded-schema reject row per record that named a broker
+        refused)."""
+        empty = decoded_arrow_schema().empty_table()
+        if not bronze.num_rows:
+            return bronze, empty
+        pairs = bronze.select(["cluster", "broker"]).group_by(
+            ["cluster", "broker"], use_threads=False).aggregate([])
+        refused: list[tuple[str, str]] = []
+        for cluster, broker in zip(pairs["cluster"].to_pylist(), pairs["broker"].to_pylist(),
+                                   strict=True):
+            brokers = self.known.setdefault(cluster, set())
+            if broker in brokers:
+                continue
+            if len(brokers) < self.cap:
+                brokers.add(broker)
+                continue
+            if cluster not in self.warned:  # once per cluster: the counter shows the rest
+                self.warned.add(cluster)
+                LOG.warning("cluster %r has %d brokers, the quality.max_brokers_per_cluster cap: "
+                            "samples naming new ones are quarantined (too_many_brokers)",
+                            cluster[:80], self.cap)
+            refused.append((cluster, broker))
+        if not refused:
+            return bronze, empty
+        keys = pc.binary_join_element_wise(bronze["cluster"], bronze["broker"], "\x00")
+        out = pc.is_in(keys, value_set=pa.array([f"{c}\x00{b}" for c, b in refused]))
+        return bronze.filter(pc.invert(out)), self._rejects(bronze.filter(out))
+
+    def _rejects(self, over: pa.Table) -> pa.Table:
+        per_record = over.group_by(RECORD, use_threads=False).aggregate([
+            ("cluster", "min"), ("source_format", "min"), ("ingest_ts", "min"),
+            ("broker", "count_distinct")])
+        n = per_record.num_rows
+        reasons = [f"too_many_brokers: {count} new broker(s) of cluster {cluster[:80]!r}, which "
+                   f"has {self.cap} (quality.max_brokers_per_cluster)"
+                   for cluster, count in zip(per_record["cluster_min"].to_pylist(),
+                                             per_record["broker_count_distinct"].to_pylist(),
+                                             strict=True)]
+        schema = decoded_arrow_schema()
+        given = {name: per_record[name] for name in RECORD}
+        given |= {"source_format": per_record["source_format_min"],
+                  "ingest_ts": per_record["ingest_ts_min"],
+                  "reject_reason": pa.array(reasons, pa.string())}
+        return pa.table({f.name: given[f.name].cast(f.type) if f.name in given
+                         else pa.nulls(n, f.type) for f in schema}, schema=schema)
