@@ -239,8 +239,26 @@ class DeltaConfig:
     engine: str = "delta-rs"
     path: str = "data/delta"
     compact_every_n_batches: int = 200
+    # Days each table keeps (bronze by its date partition, quarantine by ingest_ts,
+    # dq_results by evaluated_at); a table left out or null keeps everything.
+    retention_days: dict[str, float | None] = field(default_factory=lambda: {
+        "bronze": 30, "quarantine": 30, "dq_results": 30})
+    retention_every_seconds: float = 3600.0  # delete + vacuum at most this often
+    # Files unreferenced for longer are removed by the vacuum: readers of an older version
+    # (a report running meanwhile) keep working for this long.
+    vacuum_retain_hours: int = 24
 
     def validate(self, path: str) -> None:
+        for table, days in self.retention_days.items():
+            if table not in ("bronze", "quarantine", "dq_results"):
+                raise ConfigError(f"{path}.retention_days.{table}: only bronze, quarantine "
+                                  "and dq_results have a retention")
+            if days is not None and not days > 0:
+                raise ConfigError(f"{path}.retention_days.{table}: must be > 0 days or null "
+                                  "(keep everything)")
+        if not self.retention_every_seconds > 0 or self.vacuum_retain_hours < 0:
+            raise ConfigError(f"{path}.retention_every_seconds must be > 0 and "
+                              f"{path}.vacuum_retain_hours >= 0")
         if self.engine == "delta-spark":
             # Refused rather than silently written with delta-rs: the delta-spark sink needs
             # the Delta jars, which this project cannot fetch or test (no Maven access).

@@ -53,6 +53,7 @@ from streaming.lease import Leases
 from streaming.planning_daemons import stop_planning_daemons
 from streaming.progress_events import JsonProgressListener
 from streaming.quality import BronzeValidator
+from streaming.retention import Retention
 from streaming.signals.broker import (
     SAMPLE_COLUMNS,
     SIGNAL_METRICS,
@@ -269,6 +270,7 @@ class BatchProcessor:
                                          config.quality.sample_rows)
         self.defaulted = DefaultedIdentity(config.identity.default_cluster)
         self.admission = BrokerAdmission(config.quality.max_brokers_per_cluster)
+        self.retention = Retention(config.delta)
         self.set_app_id(app_id)
 
     def set_app_id(self, app_id: str) -> None:
@@ -387,6 +389,9 @@ class BatchProcessor:
         if every and batch_id % every == every - 1:
             with stopwatch(timings, "compact"):
                 self.compact()
+        if self.retention.due():  # after paging and the merges: never ahead of them
+            with stopwatch(timings, "retention"):
+                self.retention.run(self.tables)
         self.stats = dataclasses.replace(facts, finished_at=time.time(), signal_timings=timings)
         self.finished.append(self.stats)
         LOG.debug("batch %d timings: %s", batch_id, ", ".join(
