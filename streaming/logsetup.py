@@ -50,6 +50,22 @@ logger.spark_utils.level = error
 """
 
 
+class LibraryFilter(logging.Filter):
+    """Drops a library's records below its level for the verbosity. Levels on the libraries'
+    loggers alone are not enough: great_expectations sets INFO on some of its own loggers
+    when it is imported, after the command line has set theirs."""
+
+    def __init__(self, step: int) -> None:
+        super().__init__()
+        self.levels = {name: levels[step] for name, levels in NOISY.items()}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        for name, level in self.levels.items():
+            if record.name == name or record.name.startswith(name + "."):
+                return record.levelno >= level
+        return True
+
+
 def configure(verbosity: int) -> None:
     """Root handler and levels: the project at INFO (DEBUG from -v), libraries as NOISY says."""
     step = min(max(verbosity, 0), 2)
@@ -59,6 +75,10 @@ def configure(verbosity: int) -> None:
     logging.getLogger("kafka_health").setLevel(logging.DEBUG if step >= 1 else logging.INFO)
     for name, levels in NOISY.items():
         logging.getLogger(name).setLevel(levels[step])
+    for handler in logging.getLogger().handlers:
+        for old in [f for f in handler.filters if isinstance(f, LibraryFilter)]:
+            handler.removeFilter(old)
+        handler.addFilter(LibraryFilter(step))
 
 
 def kafka_logger() -> logging.Logger:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from streaming.cli import build_parser, main
-from streaming.logsetup import LIBRDKAFKA, configure
+from streaming.logsetup import LIBRDKAFKA, LibraryFilter, configure
 
 
 def subcommands() -> dict[str, argparse.ArgumentParser]:
@@ -64,6 +64,9 @@ def restore_levels():  # noqa: ANN201
     yield
     for name, level in saved.items():
         logging.getLogger(name).setLevel(level)
+    for handler in logging.getLogger().handlers:
+        for f in [f for f in handler.filters if isinstance(f, LibraryFilter)]:
+            handler.removeFilter(f)
 
 
 @pytest.mark.usefixtures("restore_levels")
@@ -83,6 +86,35 @@ def test_library_noise_is_hidden_by_default_and_shown_with_v() -> None:
     configure(2)
     assert librdkafka.isEnabledFor(logging.DEBUG)
     assert logging.getLogger("py4j").isEnabledFor(logging.DEBUG)
+
+
+def record(name: str, level: int) -> logging.LogRecord:
+    return logging.LogRecord(name, level, __file__, 1, "a line", None, None)
+
+
+def test_a_library_that_sets_its_own_level_is_still_quiet() -> None:
+    # great_expectations sets INFO on its data-context logger when imported: only a filter on
+    # the handler keeps its "Created temporary directory" line out of the default output
+    ge = "great_expectations.data_context.types.base"
+    assert not LibraryFilter(0).filter(record(ge, logging.INFO))
+    assert LibraryFilter(0).filter(record(ge, logging.WARNING))
+    assert LibraryFilter(0).filter(record("kafka_health.job", logging.INFO))
+    assert LibraryFilter(0).filter(record("great_expectations_other", logging.INFO))
+    assert LibraryFilter(1).filter(record(ge, logging.INFO))
+
+
+@pytest.mark.usefixtures("restore_levels")
+def test_configure_keeps_one_library_filter_per_handler() -> None:
+    handler = logging.NullHandler()
+    logging.getLogger().addHandler(handler)
+    try:
+        configure(0)
+        configure(1)
+        filters = [f for f in handler.filters if isinstance(f, LibraryFilter)]
+        assert len(filters) == 1
+        assert filters[0].filter(record("great_expectations.x", logging.INFO))  # the -v one
+    finally:
+        logging.getLogger().removeHandler(handler)
 
 
 def delta_root_with_a_table(tmp_path: Path) -> Path:
