@@ -54,6 +54,7 @@ THRESHOLDS = {
     "at_min_isr": [(GREEN, None), (ORANGE, 1)],
     "pipeline_up": [(RED, None), (GREEN, 1)],
     "batch_age_s": [(GREEN, None), (ORANGE, 300)],  # KafkaHealthPipelineStalled > 300 s
+    "cluster_dark_s": [(GREEN, None), (RED, 120)],  # KafkaClusterDark > 120 s (pages)
     "event_lag_s": [(GREEN, None), (ORANGE, 300)],
     "source_lag_records": [(GREEN, None), (ORANGE, 500000)],  # KafkaHealthPipelineLagging
     "dq_failures": [(GREEN, None), (ORANGE, 1)],
@@ -541,6 +542,13 @@ def fleet() -> dict:
              [target("max by (cluster) "
                      f"(kafka_health_broker_last_sample_age_seconds{{{C}}})", by_c)],
              unit="s", thr="sample_age_s"),
+        stat("Cluster silent for",
+             "Wall-clock seconds since the cluster's newest sample from any broker. Bad: "
+             "> 120 s (red) - the whole cluster, or its one metrics shipper, went quiet; "
+             "KafkaClusterDark pages while the pipeline itself runs.",
+             [target("time() - max by (cluster) (max_over_time("
+                     f"kafka_health_cluster_last_sample_timestamp_seconds{{{C}}}[1d]))", by_c)],
+             unit="s", thr="cluster_dark_s"),
         stat("Pipeline last batch age",
              "Seconds since the kafka-health pipeline (all instances, not per cluster) "
              "finished a micro-batch. Bad: > 300 s (orange) - every panel here is stale. "

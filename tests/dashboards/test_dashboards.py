@@ -368,6 +368,7 @@ def _value(metric: str, labels: dict[str, str], troubled: bool) -> float:
         "kafka_health_offline_partitions": 1 if troubled else 0,
         "kafka_health_active_controllers": 2 if troubled else 1,
         "kafka_health_brokers_reporting": 3,
+        "kafka_health_cluster_last_sample_timestamp_seconds": time.time() - 5,
         "kafka_health_partition_ceiling": 2000 + 1000 * BOUNDS.index(labels.get("bound", "mmap")),
         "kafka_health_partition_headroom_ratio": 0.1,
         "kafka_health_partition_headroom": 200,
