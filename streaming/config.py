@@ -197,6 +197,12 @@ class QualityConfig:
     # Distinct brokers a cluster may have since the job started; samples naming a new one
     # past it are quarantined (too_many_brokers), so made-up brokers cannot create state.
     max_brokers_per_cluster: int = 2000
+    # Distinct clusters since the job started; samples naming a new one past it are
+    # quarantined (too_many_clusters), so made-up cluster names cannot create state either.
+    # 1000: a pipeline watches tens of clusters, so a large fleet fits with room, while
+    # the state made-up names can take stays bounded (at most this many clusters' windows
+    # and series, each with at most max_brokers_per_cluster brokers).
+    max_clusters: int = 1000
     validate_every_n_batches: int = 10
     sample_rows: int = 5000
 
@@ -206,7 +212,7 @@ class QualityConfig:
             if value is not None and not value > 0:
                 raise ConfigError(f"{path}.{name}: must be > 0 seconds or null (no limit)")
         for name in ("max_message_bytes", "max_samples_per_record", "max_labels_per_sample",
-                     "max_label_chars", "max_brokers_per_cluster"):
+                     "max_label_chars", "max_brokers_per_cluster", "max_clusters"):
             if not getattr(self, name) > 0:
                 raise ConfigError(f"{path}.{name}: must be a whole number > 0")
 

@@ -269,7 +269,8 @@ class BatchProcessor:
         self.validator = BronzeValidator(config.quality.validate_every_n_batches,
                                          config.quality.sample_rows)
         self.defaulted = DefaultedIdentity(config.identity.default_cluster)
-        self.admission = BrokerAdmission(config.quality.max_brokers_per_cluster)
+        self.admission = BrokerAdmission(config.quality.max_brokers_per_cluster,
+                                         config.quality.max_clusters)
         self.retention = Retention(config.delta)
         self.set_app_id(app_id)
 

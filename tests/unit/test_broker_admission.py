@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pyarrow as pa
+import pytest
 from prometheus_client import CollectorRegistry
 
 from streaming.broker_admission import BrokerAdmission
@@ -71,3 +72,47 @@ def test_a_record_naming_100k_brokers_holds_only_the_cap(tmp_path: Path) -> None
 
 def test_cap_is_configured() -> None:
     assert Config().quality.max_brokers_per_cluster == 2000
+
+
+def test_new_clusters_past_the_cap_are_refused_counted_and_warned_once(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    config = Config()
+    config.delta.path = str(tmp_path / "delta")
+    config.quality.max_clusters = 2
+    exporter = Exporter(registry=CollectorRegistry())
+    processor = BatchProcessor(config, exporter=exporter)
+    # offsets 0-3: a, b admitted; c refused; offset 3 names c and a new broker of a
+    processor(PackedBatch(decoded([("a", "1"), ("b", "1"), ("c", "1"), ("c", "2")])), 0)
+    processor(PackedBatch(decoded([("a", "2"), ("d", "1"), ("b", "1")], offset=10)), 1)
+    processor.wait_deferred()
+    bronze = processor.tables["bronze"].read(columns=["cluster", "source_offset"])
+    assert sorted(zip(bronze["cluster"].to_pylist(), bronze["source_offset"].to_pylist(),
+                      strict=True)) == [("a", 0), ("a", 10), ("b", 1), ("b", 12)]
+    quarantine = processor.tables["quarantine"].read()
+    assert sorted(quarantine["source_offset"].to_pylist()) == [2, 3, 11]
+    assert all(r.startswith("too_many_clusters: 1 new cluster(s), 2 seen")
+               for r in quarantine["reason"].to_pylist())
+    assert exporter.registry.get_sample_value(
+        "kafka_health_pipeline_quarantined_records_total", {"reason": "too_many_clusters"}) == 3
+    assert set(processor.admission.known) == {"a", "b"}
+    warnings = [r for r in caplog.records if "quality.max_clusters" in r.getMessage()]
+    assert len(warnings) == 1
+
+
+def test_a_record_refused_for_its_cluster_and_a_broker_is_one_quarantine_row() -> None:
+    admission = BrokerAdmission(1, max_clusters=1)
+    one_record = decoded([("a", "1"), ("a", "2"), ("b", "1")])
+    one_record = one_record.set_column(
+        one_record.schema.get_field_index("source_offset"), "source_offset",
+        pa.array([5] * 3, pa.int64()))
+    kept, refused = admission(one_record)
+    assert kept["broker"].to_pylist() == ["1"] and kept["cluster"].to_pylist() == ["a"]
+    assert refused.schema == decoded_arrow_schema()
+    assert refused["source_offset"].to_pylist() == [5]
+    assert refused["reject_reason"][0].as_py().startswith("too_many_clusters")
+    again_kept, again_refused = admission(one_record)  # Spark's replay of the batch
+    assert again_kept.equals(kept) and again_refused.equals(refused)
+
+
+def test_cluster_cap_is_configured() -> None:
+    assert Config().quality.max_clusters == 1000
