@@ -4,7 +4,6 @@ exactly once with its reason, and the good records give the same signals as alon
 
 from __future__ import annotations
 
-import json
 import random
 import time
 from collections import Counter
@@ -14,48 +13,21 @@ from confluent_kafka import Producer
 
 from streaming.decode.records import RAW_KEEP_BYTES
 from streaming.exporter import Exporter
-from streaming.simulate.formats import ENCODERS
 from streaming.simulate.model import ClusterModel
 from streaming.simulate.runner import Simulator
-from streaming.simulate.samples import broker_samples
+from tests.hostile import Bounds, Hostile, every_class
 from tests.integration.helpers import count, run_until, table, truth_mismatches
 
 pytestmark = pytest.mark.integration
 COPIES = 30
-MAX_MESSAGE_BYTES = 64 * 1024
-URP = "kafka.server:type=ReplicaManager,name=UnderReplicatedPartitions"
-SHRINKS = "kafka.server:type=ReplicaManager,name=IsrShrinksPerSec"
+BOUNDS = Bounds(max_message_bytes=64 * 1024)
 
 
-def jolokia(mbean: str, value: object, ts: float) -> bytes:
-    return json.dumps([{"request": {"mbean": mbean, "type": "read"}, "value": value,
-                        "timestamp": int(ts), "status": 200}]).encode()
-
-
-def malformed(now: float, rnd: random.Random) -> dict[str, tuple[bytes, str]]:
-    """One record per malformed class -> (bytes, the quarantine reason category expected)."""
-    [(_, good)] = ENCODERS["jolokia"]("c1", 1, now, broker_samples(
-        ClusterModel("c1", [1, 2, 3], {"orders": 3}), 1, 15.0))
-    iso = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))
-    adapter_nan = json.dumps({  # prometheus-kafka-adapter writes values as strings
-        "labels": {"__name__": "kafka_server_replicamanager_underreplicatedpartitions",
-                   "instance": "b1:9404"},
-        "name": "kafka_server_replicamanager_underreplicatedpartitions",
-        "timestamp": iso, "value": "NaN"}).encode()
-    return {
-        "non-JSON": (b"UnderReplicatedPartitions=0 broker=1", "not_json"),
-        "truncated": (good[: len(good) // 2], "not_json"),
-        "huge": (b'{"pad": "' + b"x" * (MAX_MESSAGE_BYTES + 1000) + b'"}', "message_too_large"),
-        "wrong type": (jolokia(URP, {"Value": "zero"}, now), "wrong_type"),
-        "NaN": (adapter_nan, "non_finite_value"),
-        "Inf": (jolokia(URP, {"Value": 1}, now).replace(b'"Value": 1', b'"Value": 1e999'),
-                "not_json"),
-        "negative counter": (jolokia(SHRINKS, {"Count": -5}, now), "negative_counter"),
-        "far future": (jolokia(URP, {"Value": 0}, now + 400 * 86400), "timestamp_skew"),
-        "far past": (jolokia(URP, {"Value": 0}, now - 400 * 86400), "timestamp_skew"),
-        "unknown format": (json.dumps({"metric": "x", "v": 1}).encode(), "unknown_format"),
-        "binary garbage": (bytes(rnd.getrandbits(8) for _ in range(300)), "not_json"),
-    }
+def flood_classes(now: float, rnd: random.Random, key: bytes) -> list[Hostile]:
+    """Every hostile class a Kafka broker accepts that must be quarantined whole (record
+    timestamps past 1 hour ahead are refused by Kafka 4's broker itself)."""
+    return [h for h in every_class(now, rnd, key, BOUNDS)
+            if h.reason and not h.also_bronze and h.timestamp_ms is None]
 
 
 def test_bad_input_flood_is_quarantined_once_and_good_records_unaffected(
@@ -68,14 +40,14 @@ def test_bad_input_flood_is_quarantined_once_and_good_records_unaffected(
     producer = Producer({"bootstrap.servers": broker.bootstrap, "message.max.bytes": 1 << 20})
     expected: Counter[str] = Counter()
     for i in range(COPIES):
-        for value, reason in malformed(start + 60 + i, rnd).values():
-            producer.produce(topic, value=value, key=f"c1/{1 + i % 3}".encode())
-            expected[reason] += 1
+        for hostile in flood_classes(start + 60 + i, rnd, f"c1/{1 + i % 3}".encode()):
+            producer.produce(topic, value=hostile.value, key=hostile.key)
+            expected[hostile.reason] += 1
     assert producer.flush(30) == 0
     bad = sum(expected.values())
     assert bad / (bad + sim.records) > 0.85, "a flood, not a trickle"
 
-    env = {**job_env, "KAFKA_HEALTH__QUALITY__MAX_MESSAGE_BYTES": str(MAX_MESSAGE_BYTES)}
+    env = {**job_env, **BOUNDS.env()}
     root = env["KAFKA_HEALTH__DELTA__PATH"]
     exporter = Exporter()
     run_until(spark, env, lambda: count(root, "quarantine") >= bad
