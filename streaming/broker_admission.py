@@ -84,7 +84,6 @@ class BrokerAdmission:
             ("broker", "count_distinct"), ("cluster", "count_distinct")])
         if skip is not None and skip.num_rows:
             per_record = per_record.join(skip, RECORD, join_type="left anti")
-        n = per_record.num_rows
         if kind == "too_many_clusters":
             reasons = [f"too_many_clusters: {count} new cluster(s), {self.max_clusters} seen "
                        "(quality.max_clusters)"
@@ -95,10 +94,17 @@ class BrokerAdmission:
                        for cluster, count in zip(per_record["cluster_min"].to_pylist(),
                                                  per_record["broker_count_distinct"].to_pylist(),
                                                  strict=True)]
-        schema = decoded_arrow_schema()
-        given = {name: per_record[name] for name in RECORD}
-        given |= {"source_format": per_record["source_format_min"],
-                  "ingest_ts": per_record["ingest_ts_min"],
-                  "reject_reason": pa.array(reasons, pa.string())}
-        return pa.table({f.name: given[f.name].cast(f.type) if f.name in given
-                         else pa.nulls(n, f.type) for f in schema}, schema=schema)
+        return record_rejects(per_record, reasons)
+
+
+def record_rejects(per_record: pa.Table, reasons: list[str]) -> pa.Table:
+    """Decoded-schema reject rows, one per record of `per_record` (its RECORD columns and
+    the `source_format_min` and `ingest_ts_min` of its rows), without the payload."""
+    n = per_record.num_rows
+    schema = decoded_arrow_schema()
+    given = {name: per_record[name] for name in RECORD}
+    given |= {"source_format": per_record["source_format_min"],
+              "ingest_ts": per_record["ingest_ts_min"],
+              "reject_reason": pa.array(reasons, pa.string())}
+    return pa.table({f.name: given[f.name].cast(f.type) if f.name in given
+                     else pa.nulls(n, f.type) for f in schema}, schema=schema)

@@ -14,6 +14,7 @@ job that dies before the thread finishes recomputes them from bronze when it sta
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 import json
@@ -41,7 +42,7 @@ import pyarrow.dataset as ds
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from streaming import alertpush, failpoints
+from streaming import alertpush, failpoints, poison
 from streaming.alertpush import opened_in_signals, push_incidents
 from streaming.broker_admission import BrokerAdmission
 from streaming.config import Config
@@ -202,6 +203,10 @@ class Handoff:
         return not self.cancelled
 
 
+class PreviousBatchFailed(RuntimeError):
+    """This batch fails because the previous batch's deferred steps did: not its data."""
+
+
 class DefaultedIdentity:
     """Samples whose cluster is identity.default_cluster for want of any in their data
     (the decoders' `cluster_defaulted`): counted on the exporter every batch, and a warning
@@ -252,10 +257,15 @@ class BatchProcessor:
     """
 
     def __init__(self, config: Config, exporter: Exporter | None,
-                 app_id: str = "kafka-health", pending: Path | None = None) -> None:
+                 app_id: str = "kafka-health", pending: Path | None = None,
+                 failed_batch: Path | None = None) -> None:
         self.config = config
         self.exporter = exporter
         self.pending = pending
+        # The failed batch's note (streaming.poison), beside the pending marker by default.
+        self.failures = poison.FailureLog(failed_batch or (
+            pending.with_name(poison.FAILED_BATCH) if pending is not None else None))
+        self.attempt: tuple[int, pa.Table] | None = None  # the running batch's decoded rows
         self.stats = BatchStats()  # the newest batch whose every step is done
         # What each recent batch read and wrote, for the listener (which runs after the
         # batch, possibly after the next one has begun); a few are kept, the listener pops.
@@ -279,6 +289,11 @@ class BatchProcessor:
         self.app_id = app_id
         self.tables = {name: DeltaRsTable(self.config.delta.path, name, app_id)
                        for name in TABLES}
+        # Poison records leave bronze and enter quarantine in transactions of their own: the
+        # failed attempt may have committed the batch's own already.
+        self.poison_tables = {name: DeltaRsTable(self.config.delta.path, name,
+                                                 f"{app_id}:poison")
+                              for name in ("bronze", "quarantine")}
         for table in self.tables.values():
             table.ensure()
         self.headroom = HeadroomTracker(self.config.clusters,
@@ -288,22 +303,32 @@ class BatchProcessor:
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         try:
             self.process(batch, batch_id)
-        except BaseException:
+        except BaseException as err:
             if self.handoff is not None:
                 self.handoff.cancel()
             self.wait_deferred()
             self.open_windows.clear()  # the batch may have been absorbed: never count it twice
+            attempt, self.attempt = self.attempt, None
+            if (isinstance(err, Exception) and not isinstance(err, PreviousBatchFailed)
+                    and attempt is not None and attempt[0] == batch_id):
+                self.failures.record(self.app_id, batch_id, poison.offset_ranges(attempt[1]),
+                                     err)
             raise
+        self.attempt = None
 
     def process(self, batch: DataFrame, batch_id: int) -> None:
         timings: dict[str, float] = {}
         with stopwatch(timings, "read+decode"):
             decoded, records = unpack(batch.toArrow())
+        self.attempt = (batch_id, decoded)
         # The previous batch's signals first: they must not see this batch's bronze.
         self.finish_deferred()
         good = pc.is_null(decoded["reject_reason"])
         bronze = decoded.filter(good)
         rejected = decoded.filter(pc.invert(good))
+        failure = self.failures.failed(self.app_id, batch_id)
+        if failure is not None:
+            bronze = self.cull(bronze, failure, batch_id)
         bronze, refused = self.admission(bronze)  # before anything holds their state
         if refused.num_rows:
             rejected = pa.concat_tables([rejected, refused])
@@ -325,19 +350,7 @@ class BatchProcessor:
         if appended:  # a replayed batch was counted the first time
             self.defaulted(bronze, self.exporter)
         if rejected.num_rows:
-            quarantine = pa.table({
-                "ingest_ts": rejected["ingest_ts"],
-                "source_topic": rejected["source_topic"],
-                "source_partition": rejected["source_partition"],
-                "source_offset": rejected["source_offset"],
-                "source_format": rejected["source_format"],
-                "reason": rejected["reject_reason"],
-                "raw": rejected["raw"],
-            })
-            if self.tables["quarantine"].append(quarantine, batch_id) and self.exporter:
-                for reason in rejected["reject_reason"].to_pylist():
-                    self.exporter.count("kafka_health_pipeline_quarantined_records_total",
-                                        reason=reason_category(reason))
+            self.quarantine(self.tables["quarantine"], rejected, batch_id)
         facts = BatchStats(
             batch_id=batch_id, records=records, bronze_rows=bronze.num_rows,
             quarantined=rejected.num_rows,
@@ -357,6 +370,79 @@ class BatchProcessor:
         if touched is not None:
             self.mark_pending(batch_id, *touched)
         handoff.release(touched, facts)
+
+    def quarantine(self, table: DeltaRsTable, rejected: pa.Table, batch_id: int) -> None:
+        """Decoded-schema reject rows into a quarantine table, once per batch id, counted
+        by reason category."""
+        quarantine = pa.table({
+            "ingest_ts": rejected["ingest_ts"],
+            "source_topic": rejected["source_topic"],
+            "source_partition": rejected["source_partition"],
+            "source_offset": rejected["source_offset"],
+            "source_format": rejected["source_format"],
+            "reason": rejected["reject_reason"],
+            "raw": rejected["raw"],
+        })
+        if table.append(quarantine, batch_id) and self.exporter:
+            for reason in rejected["reject_reason"].to_pylist():
+                self.exporter.count("kafka_health_pipeline_quarantined_records_total",
+                                    reason=reason_category(reason))
+
+    def cull(self, rows: pa.Table, failure: poison.Failure, batch_id: int) -> pa.Table:
+        """The batch's samples without its poison records, which go to quarantine and
+        leave bronze (the failed attempt may have committed them): see streaming.poison."""
+
+        def fails(subset: pa.Table) -> bool:
+            try:
+                self.trial(subset)
+            except Exception as err:  # the recorded failure again, or not this one
+                return type(err).__name__ == failure.error
+            return False
+
+        if not rows.num_rows or not fails(rows):
+            LOG.warning("batch %d failed before (%s, %d time(s)) but its samples pass the "
+                        "driver stages in a trial: processing it as usual", batch_id,
+                        failure.error, failure.count)
+            return rows
+        records = poison.isolate(rows, fails)
+        LOG.error("batch %d: %d poison record(s) fail the driver stages (%s): quarantined as "
+                  "%s (the quarantine table has their topic, partition and offset), the "
+                  "rest of the batch goes on", batch_id, records.num_rows, failure.error,
+                  poison.REASON)
+        self.quarantine(self.poison_tables["quarantine"],
+                        poison.rejects(rows, records, failure.error), batch_id)
+        if self.tables["bronze"].committed(batch_id):
+            self.poison_tables["bronze"].delete_rows(records, batch_id)
+        return poison.without(rows, records)
+
+    def trial(self, rows: pa.Table) -> None:
+        """The driver stages that compute from a batch's samples, on `rows` alone and on
+        copies (admission, headroom, an exporter of its own): nothing is written and nothing
+        the job holds changes. Raises what they raise."""
+        failpoints.poisoned(rows)
+        kept, _ = copy.deepcopy(self.admission)(rows)
+        own = kept.filter(pc.is_in(kept["metric"], pa.array(SIGNAL_METRICS)))
+        spans = self.touched(own)[1] if own.num_rows else []
+        if not spans:
+            return
+        cfg = self.config.signals
+        signals = self.signal_windows(own.select(SAMPLE_COLUMNS))[2]
+        scratch = Exporter(config=self.exporter.config if self.exporter is not None else None)
+        scratch.update_brokers(signals.to_pylist())
+        cluster_rows = cluster_signals(signals, since=spans[0][0])
+        scratch.update_clusters(cluster_rows.to_pylist())
+        scratch.update_headroom(HeadroomTracker(
+            self.config.clusters, self.tables["partition_headroom"].read).evaluate(
+                signals.to_pylist()))
+        scratch.update_churn(unmatched_shrinks(signals.to_pylist(),
+                                               cfg.isr_churn_match_seconds))
+        incident_runs(incident_conditions(signals, cluster_rows, cfg))
+
+    def signal_windows(self, samples: pa.Table) -> tuple[pa.Table, pa.Table, pa.Table]:
+        """(partials, segments, broker signal rows) of signal samples."""
+        partials, segments = signal_partials(prepared(samples, self.config.signals),
+                                             self.config.signals)
+        return partials, segments, finalize(partials, segments)
 
     def absorb(self, bronze: pa.Table, batch_id: int) -> pa.Table | None:
         """The batch into the held windows: broker_signals rows of the windows it touched,
@@ -384,6 +470,7 @@ class BatchProcessor:
         answered for it."""
         batch_id = facts.batch_id
         timings = self.timings
+        failpoints.poisoned(bronze)
         if touched is not None:
             self.signals_for(*touched, batch_id, held)
         every = self.config.delta.compact_every_n_batches
@@ -395,6 +482,9 @@ class BatchProcessor:
                 self.retention.run(self.tables)
         self.stats = dataclasses.replace(facts, finished_at=time.time(), signal_timings=timings)
         self.finished.append(self.stats)
+        # Spark has committed the batches before this one: the note of a failed one is
+        # spent (its own replay, after a crash before Spark's commit, still culls it).
+        self.failures.clear_through(batch_id - 1)
         LOG.debug("batch %d timings: %s", batch_id, ", ".join(
             f"{k} {v:.2f}s" for k, v in {**facts.timings, **timings}.items()))
 
@@ -409,6 +499,8 @@ class BatchProcessor:
         except BaseException as err:  # the next batch (or the job's watch loop) raises it
             self.open_windows.clear()
             self.deferred_error = err
+            if isinstance(err, Exception):  # recover() looks for poison records in bronze
+                self.failures.record(self.app_id, batch_id, poison.offset_ranges(bronze), err)
             LOG.exception("batch %d: signals failed after its bronze was committed; they are "
                           "recomputed from bronze when the job starts again", batch_id)
 
@@ -429,7 +521,7 @@ class BatchProcessor:
         marker stays, so the restarted job recomputes them)."""
         self.wait_deferred()
         if self.deferred_error is not None:
-            raise RuntimeError("the previous batch's signals failed (see the log above); its "
+            raise PreviousBatchFailed("the previous batch's signals failed (see the log above); its "
                                "bronze is committed and its signals are recomputed from "
                                "bronze when the job starts again") from self.deferred_error
 
@@ -472,7 +564,16 @@ class BatchProcessor:
         # Spark replays the batch if it had not committed it: seen, so a replay forgets the
         # windows held from this recomputation (bronze already holds the batch's samples).
         self.open_windows.begin(batch_id)
-        self.signals_for(clusters, spans, batch_id)
+        failure = self.failures.failed(self.app_id, batch_id)
+        if failure is not None:  # its signals failed: look for poison among its samples
+            self.cull(self.tables["bronze"].read(*poison.in_ranges(failure.ranges)),
+                      failure, batch_id)
+        try:
+            self.signals_for(clusters, spans, batch_id)
+        except Exception as err:
+            if failure is not None:
+                self.failures.record(self.app_id, batch_id, failure.ranges, err)
+            raise
         self.clear_pending()
         return batch_id
 
@@ -609,8 +710,7 @@ class BatchProcessor:
         if samples.num_rows == 0:
             return None
         with stopwatch(self.timings, "broker_signals"):
-            partials, segments = signal_partials(prepared(samples, cfg), cfg)
-            signals = finalize(partials, segments)
+            partials, segments, signals = self.signal_windows(samples)
             rows = signals.filter(functools.reduce(pc.or_, (
                 pc.and_(pc.greater_equal(signals["window_start"], pa.scalar(lo, TS)),
                         pc.less_equal(signals["window_start"], pa.scalar(hi, TS)))

@@ -109,6 +109,19 @@ class DeltaRsTable:
         self.last_merge = merge.execute()
         return True
 
+    def delete_rows(self, keys: pa.Table, batch_id: int) -> bool:
+        """Delete the rows matching `keys` on all its columns, once per batch id. The keys
+        are the MERGE's source rows, so no data value is spelled into its SQL text."""
+        if self.committed(batch_id):
+            return False
+        predicate = " AND ".join([*(f"t.`{k}` = s.`{k}`" for k in keys.column_names),
+                                  *self.key_bounds(keys, keys.column_names)])
+        self.last_merge = (
+            self.ensure().merge(keys, predicate, source_alias="s", target_alias="t",
+                                commit_properties=self._props(batch_id))
+            .when_matched_delete().execute())
+        return True
+
     def _tombstones(self, data: pa.Table, owned: Scope) -> pa.Table:
         """Source rows (keys only, flagged) for the target rows in `owned` that `data` lacks."""
         inside = self.read(owned.pushdown, owned.where, columns=self.keys)
@@ -118,9 +131,9 @@ class DeltaRsTable:
         columns[DROP_COLUMN] = pa.repeat(True, gone.num_rows)
         return pa.table(columns, schema=self.schema.append(pa.field(DROP_COLUMN, pa.bool_())))
 
-    def key_bounds(self, data: pa.Table) -> list[str]:
-        """Target-side bounds on the ordered keys (timestamps, integers): the source's
-        [min, max] of each.
+    def key_bounds(self, data: pa.Table, keys: list[str] | None = None) -> list[str]:
+        """Target-side bounds on the ordered keys (timestamps, integers; the table's keys
+        unless `keys` names others): the source's [min, max] of each.
 
         Why: delta-rs prunes the MERGE's target files by their statistics only from
         conditions on the target alone; with nothing but `t.k = s.k` it reads every file
@@ -134,7 +147,7 @@ class DeltaRsTable:
         bounds: list[str] = []
         if data.num_rows == 0:
             return bounds
-        for key in self.keys:
+        for key in self.keys if keys is None else keys:
             kind = self.schema.field(key).type
             if not (pa.types.is_timestamp(kind) or pa.types.is_integer(kind)):
                 continue
