@@ -20,12 +20,13 @@ KEYS = ["cluster", "window_start"]
 def controller_unknown(broker_rows: pa.Table, keys: pa.Table) -> pa.Array:
     """Per (cluster, window_start) row of `keys`: is its controller count unknown?
 
-    It is when a broker that claimed the active controller in the cluster's latest earlier
-    window with a claim has not reported ActiveControllerCount in this window: the sum
-    would read 0 (or 1 too few) only because the controller's numbers are missing, whether
+    It is when no broker claims the controller in this window and one that claimed it in
+    the cluster's latest earlier window with a claim has not reported ActiveControllerCount
+    here: the sum would read 0 only because the controller's numbers are missing, whether
     it went silent or its rows are still in flight (a window's first batch). Unknown is not
     0: it opens no controller incident and exports no value, until the claimant reports
-    again (its 0 is then a real 0) or its claim leaves the rows handed in (the look-back).
+    again (its 0 is then a real 0), another broker claims (a failover), or the old claim
+    leaves the rows handed in (the look-back).
     """
     reported: dict[tuple[str, object], set[str]] = defaultdict(set)
     claims: dict[tuple[str, object], set[str]] = defaultdict(set)
@@ -42,7 +43,7 @@ def controller_unknown(broker_rows: pa.Table, keys: pa.Table) -> pa.Array:
     for key in sorted({*reported, *zip(keys["cluster"].to_pylist(),
                                        keys["window_start"].to_pylist(), strict=True)}):
         cluster = key[0]
-        if not claimed.get(cluster, set()) <= reported[key]:
+        if not claims[key] and not claimed.get(cluster, set()) <= reported[key]:
             unknown.add(key)
         if claims[key]:
             claimed[cluster] = claims[key]

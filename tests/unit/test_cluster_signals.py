@@ -61,6 +61,8 @@ def test_a_window_without_the_last_controller_has_an_unknown_controller_count() 
 def test_a_controller_that_moved_or_was_lost_while_its_broker_reports_is_known() -> None:
     moved = window(0, {"1": 1, "2": 0}) + window(1, {"1": 0, "2": 1})
     assert controllers(moved) == [1.0, 1.0]
+    failover = window(0, {"1": 1, "2": 0}) + window(1, {"2": 1})  # broker 1 went down
+    assert controllers(failover) == [1.0, 1.0]
     lost = window(0, {"1": 1, "2": 0}) + window(1, {"1": 0, "2": 0})
     assert controllers(lost) == [1.0, 0.0], "the old controller reports 0: a real zero"
     never = window(0, {"1": 0, "2": 0})
