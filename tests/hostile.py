@@ -39,6 +39,7 @@ class Bounds:
     max_brokers_per_cluster: int = 20
 
     def env(self) -> dict[str, str]:
+        """The bounds as the job's environment overrides."""
         return {f"KAFKA_HEALTH__QUALITY__{name.upper()}": str(value)
                 for name, value in self.__dict__.items()}
 
@@ -53,6 +54,7 @@ class Hostile:
     reason: str | None  # quarantine reason category; None: accepted into bronze
     timestamp_ms: int | None = None
     also_bronze: bool = False  # a partly good record: some samples kept, the rest refused
+    fmt: str | None = "jolokia"  # the format it is written in; None: no format's at all
 
 
 def jolokia_entry(mbean: str, value: object, ts: float) -> dict[str, object]:
@@ -81,11 +83,13 @@ def malformed(now: float, rnd: random.Random, key: bytes) -> list[Hostile]:
     """Records no decoder can take, keyed like a real broker's (they must not hurt it)."""
     good = good_jolokia("c1", 1, now)
     return [
-        Hostile("non-JSON", b"UnderReplicatedPartitions=0 broker=1", key, "not_json"),
+        Hostile("non-JSON", b"UnderReplicatedPartitions=0 broker=1", key, "not_json", fmt=None),
         Hostile("truncated", good[: len(good) // 2], key, "not_json"),
         Hostile("wrong type", jolokia(URP, {"Value": "zero"}, now), key, "wrong_type"),
-        Hostile("NaN", adapter({"instance": "b1:9404"}, "NaN", now), key, "non_finite_value"),
-        Hostile("+Inf", adapter({"instance": "b1:9404"}, "+Inf", now), key, "non_finite_value"),
+        Hostile("NaN", adapter({"instance": "b1:9404"}, "NaN", now), key, "non_finite_value",
+                fmt="prometheus"),
+        Hostile("+Inf", adapter({"instance": "b1:9404"}, "+Inf", now), key, "non_finite_value",
+                fmt="prometheus"),
         Hostile("1e999", jolokia(URP, {"Value": 1}, now).replace(b'"Value": 1', b'"Value": 1e999'),
                 key, "not_json"),
         Hostile("negative counter", jolokia(SHRINKS, {"Count": -5}, now), key,
@@ -94,9 +98,9 @@ def malformed(now: float, rnd: random.Random, key: bytes) -> list[Hostile]:
                 "timestamp_skew"),
         Hostile("far past", jolokia(URP, {"Value": 0}, now - 400 * 86400), key, "timestamp_skew"),
         Hostile("unknown format", json.dumps({"metric": "x", "v": 1}).encode(), key,
-                "unknown_format"),
+                "unknown_format", fmt=None),
         Hostile("binary garbage", bytes(rnd.getrandbits(8) for _ in range(300)), key,
-                "not_json"),
+                "not_json", fmt=None),
         Hostile("one bad ObjectName in a bulk read", orjson.dumps(
             [*orjson.loads(good), jolokia_entry("no-colon-here", {"Value": 1}, now)]),
             key, "bad_mbean", also_bronze=True),
@@ -110,13 +114,14 @@ def over_bounds(now: float, key: bytes, bounds: Bounds) -> list[Hostile]:
     many_labels = {f"l{i}": "v" for i in range(bounds.max_labels_per_sample + 1)}
     return [
         Hostile("huge", b'{"pad": "' + b"x" * (bounds.max_message_bytes + 1000) + b'"}', key,
-                "message_too_large"),
-        Hostile("samples past the cap", orjson.dumps(fanout), key, "too_many_samples"),
+                "message_too_large", fmt=None),
+        Hostile("samples past the cap", orjson.dumps(fanout), key, "too_many_samples",
+                fmt="telegraf"),
         Hostile("labels past the cap", adapter({"instance": "b1:9404", **many_labels}, "0", now),
-                key, "too_many_labels"),
+                key, "too_many_labels", fmt="prometheus"),
         Hostile("label too long",
                 adapter({"instance": "b1:9404", "topic": "t" * (bounds.max_label_chars + 1)},
-                        "0", now), key, "label_too_long"),
+                        "0", now), key, "label_too_long", fmt="prometheus"),
         Hostile("identity too long", good_jolokia("c1", 1, now),
                 b"c" * 300 + b"/1", "identity_too_long"),
     ]
@@ -153,7 +158,7 @@ def broker_fanout(now: float, cluster: str, bounds: Bounds) -> Hostile:
         for _, value in encode(cluster, broker, now, samples):
             resources.extend(orjson.loads(value)["resourceMetrics"])
     return Hostile("broker fan-out", orjson.dumps({"resourceMetrics": resources}), None,
-                   "too_many_brokers", also_bronze=True)
+                   "too_many_brokers", also_bronze=True, fmt="otlp")
 
 
 def every_class(now: float, rnd: random.Random, key: bytes, bounds: Bounds) -> list[Hostile]:

@@ -33,6 +33,7 @@ class HostileFeed:
     bootstrap: str
     topic: str
     fraction: float
+    topic_format: str = "jolokia"  # a record in another format is quarantined, reason aside
     key: bytes = b"demo/1"  # claim a real broker's identity: it must not be hurt
     seed: int = 7
     landed: dict[tuple[int, int], Hostile] = field(default_factory=dict)
@@ -105,6 +106,11 @@ class HostileFeed:
             reasons[(part, off)] = reason_category(reason)
         wrong: Counter[str] = Counter()
         for where, hostile in self.landed.items():
+            if hostile.fmt not in (None, self.topic_format):
+                if where not in reasons:
+                    wrong[f"{hostile.name} ({hostile.fmt} on a {self.topic_format} topic): "
+                          "not quarantined"] += 1
+                continue
             if hostile.reason is not None and reasons.get(where) != hostile.reason:
                 wrong[f"{hostile.name}: {reasons.get(where)} instead of {hostile.reason}"] += 1
             if (hostile.reason is None or hostile.also_bronze) and where not in in_bronze:
