@@ -1,21 +1,22 @@
 """Partition headroom: how many more partitions a broker can take, and which limit stops it.
 
-Seed 000 ("Partitions, part 2, per broker (EMERGENT)") says the per-broker partition
-ceiling has no constant behind it: it is the minimum of independent resource bounds, and
-the operator needs to know *which* bound binds, because raising one only exposes the
+The per-broker partition ceiling has no constant behind it: it is the minimum of
+independent resource bounds (memory map areas, file descriptors, failover time), and the
+operator needs to know *which* bound binds, because raising one only exposes the
 next. This module is pure Python (no Spark, no pandas) so the same arithmetic runs in a
 micro-batch, in a unit test, and in a capacity-planning notebook.
 
 Bounds modelled, with their names as exported in metrics_schemas/exported_metrics.yaml:
 
-* ``mmap``                  seed 000, Bound 1 (vm.max_map_count)
-* ``file_descriptors``      seed 000, Bound 2 (nofile ulimit)
-* ``recovery``              seed 000, Bound 4 (failover time, ~5 ms per leader)
-* ``max_broker_partitions`` seed 002, KIP-578 guard rail (only when set)
-* ``baseline``              seed 000, "Per-broker planning rule" (~4,000 partitions)
+* ``mmap``                  vm.max_map_count (Kafka documentation, "Hardware and OS")
+* ``file_descriptors``      the nofile ulimit (same section)
+* ``recovery``              failover time, ~5 ms per leader (Jun Rao, Confluent blog, 2015)
+* ``max_broker_partitions`` KIP-578's guard rail (only when set)
+* ``baseline``              ~4,000 partitions per broker (Confluent blog, 2018)
 
-Bound 3 (memory) is not modelled: the seed gives no per-partition byte cost to divide by,
-only the advice to keep the heap small, so any number here would be invented.
+Memory is not modelled: there is no published per-partition byte cost to divide by,
+only the advice to keep the heap small, so any number here would be invented. The
+sources are cited beside each default in metrics_schemas/headroom_defaults.yaml.
 """
 
 from __future__ import annotations
@@ -32,9 +33,10 @@ import yaml
 
 from streaming.schemas import schemas_dir
 
-# seed 000, "The controller batch limits (HARD)": MAX_PARTITIONS_PER_BATCH = 10,000
-# (ReplicationControlManager.java:152). A compiled constant, so it is deliberately not a
-# per-cluster setting in headroom_defaults.yaml: no config can move it.
+# The KRaft controller refuses a CreateTopics request for more than 10,000 partitions
+# (MAX_PARTITIONS_PER_BATCH in Kafka's ReplicationControlManager.java). A compiled
+# constant, so it is deliberately not a per-cluster setting in headroom_defaults.yaml: no
+# config can move it.
 MAX_PARTITIONS_PER_BATCH = 10_000
 
 DEFAULTS_FILE = "headroom_defaults.yaml"
@@ -60,8 +62,8 @@ _EPS = 1e-9
 class HeadroomConfig:
     """Host facts and budgets for one cluster, which JMX does not report.
 
-    Values come from metrics_schemas/headroom_defaults.yaml (each documented there with the
-    seed line it comes from) merged with the cluster's overrides; build it with
+    Values come from metrics_schemas/headroom_defaults.yaml (each documented there with its
+    public source) merged with the cluster's overrides; build it with
     ``make_config`` so unknown keys are caught instead of silently ignored.
     """
 
@@ -105,7 +107,7 @@ CONFIG_KEYS: tuple[str, ...] = tuple(f.name for f in fields(HeadroomConfig))
 
 
 def load_defaults(path: str | Path | None = None) -> dict[str, Any]:
-    """Defaults live in YAML so they can be reviewed as data, next to their seed citations.
+    """Defaults live in YAML so they can be reviewed as data, next to their sources.
 
     ``path`` names the YAML file; without it the file is looked up in ``schemas_dir()``.
     The file must hold exactly the model's keys, so a typo there fails as loudly as one in
@@ -152,7 +154,7 @@ class BrokerSnapshot:
 
     ``log_segments`` is the sum of NumLogSegments over the broker's partitions; it and the
     FD gauges are optional because not every exporter scrapes them, and the model must
-    still answer (with seed floors) when they are missing.
+    still answer (with the defaults' floors) when they are missing.
     """
 
     broker: str
@@ -212,9 +214,9 @@ def mmap_ceiling(
 ) -> tuple[int, float]:
     """Returns (ceiling, regions per partition) because the multiplier is what moves.
 
-    seed 000, Bound 1: partitions/broker ~= vm.max_map_count / mmap regions per partition,
-    with ~2 regions (offset + time index) per open segment. Regions per partition =
-    2 x segments/partition; seed 000 calls 2 "a floor per partition, not a guarantee", so
+    partitions/broker ~= vm.max_map_count / map areas per partition, with 2 areas (offset
+    and time index) per log segment (Kafka documentation, "Hardware and OS"). Areas per
+    partition = 2 x segments/partition; 2 is a floor per partition, not a guarantee, so
     never fewer than one segment's worth (also the assumption when segments are unknown).
     """
     segs = max(1.0, segs_per_partition) if segs_per_partition is not None else 1.0
@@ -230,10 +232,10 @@ def non_log_fds(
 ) -> tuple[int, str]:
     """Sockets and other non-segment files, measured when possible.
 
-    seed 000, Bound 2: open files ~= partitions x segments x files/segment + connections, so
-    connections ~= OpenFileDescriptorCount - 3 x segments (clamped at 0: segment files can
-    be closed or counted late). Without both inputs, fall back to the configured socket
-    count (seed 000 worked example: 5,000).
+    open files ~= partitions x segments x files/segment + connections (Kafka documentation,
+    "Hardware and OS"), so connections ~= OpenFileDescriptorCount - 3 x segments (clamped at
+    0: segment files can be closed or counted late). Without both inputs, fall back to the
+    configured socket count (default_non_log_fds).
     """
     if open_fds is not None and log_segments is not None:
         return max(0, _floor(open_fds - files_per_segment * log_segments)), "observed"
@@ -245,7 +247,7 @@ def fd_ceiling(
 ) -> int | None:
     """None when MaxFileDescriptorCount is unknown: an FD bound without the ulimit is a guess.
 
-    seed 000, Bound 2: partitions = (nofile - non-log FDs) / FDs per partition.
+    partitions = (nofile - non-log FDs) / FDs per partition.
     """
     if max_fds is None:
         return None
@@ -261,9 +263,9 @@ def fds_per_partition(
 ) -> float:
     """Prefer segment counts; else the observed per-partition FD cost; else one segment.
 
-    seed 000, Bound 2: ~3 files per segment x segments per partition. When NumLogSegments is
-    missing but OpenFileDescriptorCount is known, the observed (open - non-log) / partitions
-    is used instead (DESIGN.md: "observed FDs per partition"). Never below one segment's
+    ~3 files per segment x segments per partition. When NumLogSegments is missing but
+    OpenFileDescriptorCount is known, the observed (open - non-log) / partitions is used
+    instead: a measured cost beats an assumed one. Never below one segment's
     files, because every hosted partition has an active segment.
     """
     floor = files_per_segment
@@ -275,15 +277,16 @@ def fds_per_partition(
 
 
 def leader_ceiling(failover_budget_seconds: float, per_leader_election_seconds: float) -> int:
-    """seed 000, Bound 4: recovery time ~= leaders x ~5 ms, so leaders <= budget / 5 ms.
+    """Recovery time ~= leaders x ~5 ms, so leaders <= budget / 5 ms.
 
-    With the defaults, 5 s / 0.005 s = 1,000 leaders (the seed's worked example).
+    With the defaults, 5 s / 0.005 s = 1,000 leaders.
     """
     return _floor(failover_budget_seconds / per_leader_election_seconds)
 
 
 def recovery_ceiling(leader_max: int, partitions_per_leader: float) -> int:
-    """Failover cost is per *leader* (seed 000, Bound 4), but headroom is in partitions.
+    """Failover cost is per *leader* (an election per led partition), but headroom is in
+    partitions.
 
     The broker's current partitions/leaders ratio is held constant: if its leadership
     share stays what it is, it reaches the leader ceiling when partitions reach
@@ -320,12 +323,12 @@ def broker_headroom(
     recovery_max = recovery_ceiling(leaders_max, ratio)
 
     ceilings: dict[str, int | None] = {
-        # seed 002 (KIP-578): max.broker.partitions, only when the cluster sets it.
+        # KIP-578's max.broker.partitions, only when the cluster sets it.
         MAX_BROKER_PARTITIONS: config.max_broker_partitions,
         MMAP: mmap_max,
         FILE_DESCRIPTORS: fd_max,
         RECOVERY: recovery_max,
-        # seed 000, "Per-broker planning rule": ~4,000 partitions/broker baseline.
+        # ~4,000 partitions/broker: a conservative baseline (Confluent blog, 2018).
         BASELINE: config.practical_baseline_partitions,
     }
     binding, binding_ceiling = binding_bound(ceilings)
@@ -476,8 +479,8 @@ class ClusterHeadroom:
     """Cluster totals against both cluster-level ceilings.
 
     ``total_partitions`` is the sum of PartitionCount, i.e. replicas hosted, the same unit
-    as the broker ceilings. It is also compared with max.partitions: the seed (KIP-578
-    draft) does not say whether replicas count there, and replicas >= partitions, so this
+    as the broker ceilings. It is also compared with max.partitions: KIP-578 (a draft)
+    does not say whether replicas count there, and replicas >= partitions, so this
     never overstates headroom.
     """
 
@@ -494,7 +497,7 @@ def cluster_headroom(brokers: Sequence[BrokerHeadroom], config: HeadroomConfig) 
     """The cluster fills up either broker by broker or at the KIP-578 cluster rail."""
     total = sum(b.partitions for b in brokers)
     capacity = sum(b.binding_ceiling for b in brokers)
-    rail = config.max_partitions  # seed 002: max.partitions (KIP-578), None = unset
+    rail = config.max_partitions  # KIP-578's max.partitions, None = unset
     rail_headroom = None if rail is None else rail - total
     binding = "broker_ceilings"
     if rail is not None and rail <= capacity:
@@ -545,10 +548,9 @@ def brokers_needed(
 def create_topic_batches(
     partitions: int, max_per_batch: int = MAX_PARTITIONS_PER_BATCH
 ) -> list[int]:
-    """seed 000, "The controller batch limits (HARD)": a CreateTopics request may carry at
-    most MAX_PARTITIONS_PER_BATCH partitions; the AdminClient does not split, so callers
-    must. Returns the partition count of each request, e.g. 25,000 -> [10000, 10000, 5000]
-    (ceil(50,000 / 10,000) = 5 requests in the seed's example)."""
+    """A CreateTopics request may carry at most MAX_PARTITIONS_PER_BATCH partitions; the
+    AdminClient does not split, so callers must. Returns the partition count of each
+    request, e.g. 25,000 -> [10000, 10000, 5000]; 50,000 partitions take 5 requests."""
     if partitions < 0:
         raise ValueError("partitions must be >= 0")
     if max_per_batch <= 0:
