@@ -1,6 +1,6 @@
-"""Headroom model tests: the seed's worked numbers first, then each bound binding in turn.
+"""Headroom model tests: the published worked numbers first, then each bound binding in turn.
 
-Seed 000 = ../shared/seeds/000_de0c84b423f98a55.txt, seed 002 = ..._1e7ebd27a0e2b35c.txt.
+Sources are cited beside each default in metrics_schemas/headroom_defaults.yaml.
 """
 
 from __future__ import annotations
@@ -61,16 +61,16 @@ def roomy(defaults: dict[str, Any], **overrides: Any) -> HeadroomConfig:
 # --- defaults ---------------------------------------------------------------------------
 
 
-def test_defaults_file_holds_the_seed_values(defaults: dict[str, Any]) -> None:
+def test_defaults_file_holds_the_published_values(defaults: dict[str, Any]) -> None:
     assert set(defaults) == set(CONFIG_KEYS)
-    assert defaults["vm_max_map_count"] == 65_530  # seed 000, Bound 1
-    assert defaults["mmap_regions_per_segment"] == 2  # seed 000, Bound 1
-    assert defaults["files_per_segment"] == 3  # seed 000, Bound 2
-    assert defaults["default_non_log_fds"] == 5_000  # seed 000, Bound 2 worked example
-    assert defaults["per_leader_election_seconds"] == 0.005  # seed 000, Bound 4
-    assert defaults["failover_budget_seconds"] == 5.0  # seed 000, Bound 4 worked example
-    assert defaults["practical_baseline_partitions"] == 4_000  # seed 000, planning rule
-    assert defaults["max_broker_partitions"] is None  # seed 002: unset unless configured
+    assert defaults["vm_max_map_count"] == 65_530  # Linux default
+    assert defaults["mmap_regions_per_segment"] == 2  # offset + time index
+    assert defaults["files_per_segment"] == 3  # .log, .index, .timeindex
+    assert defaults["default_non_log_fds"] == 5_000  # assumed sockets
+    assert defaults["per_leader_election_seconds"] == 0.005  # Jun Rao, 2015
+    assert defaults["failover_budget_seconds"] == 5.0  # 1,000 leaders x 5 ms
+    assert defaults["practical_baseline_partitions"] == 4_000  # Confluent, 2018
+    assert defaults["max_broker_partitions"] is None  # KIP-578: unset unless configured
     assert defaults["max_partitions"] is None
 
 
@@ -117,16 +117,16 @@ def test_bad_override_value_is_rejected(defaults: dict[str, Any]) -> None:
         make_config({"max_broker_partitions": -1}, defaults)
 
 
-# --- the seed's worked numbers ------------------------------------------------------------
+# --- the published worked numbers -------------------------------------------------------
 
 
-def test_seed_mmap_ceiling_65530_over_2(config: HeadroomConfig) -> None:
-    # seed 000, Bound 1: 65,530 regions / 2 regions per partition = 32,765 partitions.
+def test_mmap_ceiling_65530_over_2(config: HeadroomConfig) -> None:
+    # 65,530 map areas / 2 regions per partition = 32,765 partitions.
     ceiling, regions = mmap_ceiling(config.vm_max_map_count, None, config.mmap_regions_per_segment)
     assert (ceiling, regions) == (32_765, 2)
     one_segment_each = BrokerSnapshot("1", partitions=100, leaders=50, log_segments=100)
     assert broker_headroom(one_segment_each, config).ceilings[MMAP] == 32_765
-    # Raised sysctl, seed 000 line 67: 262,144 / 2 = 131,072.
+    # Raised sysctl: 262,144 / 2 = 131,072.
     assert mmap_ceiling(262_144, 1.0)[0] == 131_072
 
 
@@ -141,8 +141,8 @@ def test_mmap_scales_with_retained_segments(config: HeadroomConfig) -> None:
     assert broker_headroom(sparse, config).ceilings[MMAP] == 32_765
 
 
-def test_seed_fd_example_120000_segment_files(config: HeadroomConfig) -> None:
-    # seed 000, Bound 2: 2,000 partitions x 20 segments x 3 files = 120,000 FDs,
+def test_fd_example_120000_segment_files(config: HeadroomConfig) -> None:
+    # 2,000 partitions x 20 segments x 3 files = 120,000 FDs,
     # plus 5,000 sockets = 125,000 open files, "already above a 100,000 ulimit".
     partitions, segments = 2_000, 2_000 * 20
     assert partitions * 20 * config.files_per_segment == 120_000
@@ -161,8 +161,8 @@ def test_seed_fd_example_120000_segment_files(config: HeadroomConfig) -> None:
     assert result.headroom < 0
 
 
-def test_seed_recovery_1000_leaders_times_5ms(config: HeadroomConfig) -> None:
-    # seed 000, Bound 4: 1,000 leaders x 5 ms = 5 s, so a 5 s budget allows 1,000 leaders.
+def test_recovery_1000_leaders_times_5ms(config: HeadroomConfig) -> None:
+    # 1,000 leaders x 5 ms = 5 s, so a 5 s budget allows 1,000 leaders.
     assert 1_000 * config.per_leader_election_seconds == pytest.approx(5.0)
     budget, per_leader = config.failover_budget_seconds, config.per_leader_election_seconds
     assert leader_ceiling(budget, per_leader) == 1_000
@@ -359,9 +359,9 @@ def test_brokers_needed() -> None:
 
 
 def test_create_topic_batches_respect_controller_limit() -> None:
-    assert MAX_PARTITIONS_PER_BATCH == 10_000  # seed 000, ReplicationControlManager.java:152
+    assert MAX_PARTITIONS_PER_BATCH == 10_000  # Kafka's ReplicationControlManager
     assert create_topic_batches(25_000) == [10_000, 10_000, 5_000]
-    assert len(create_topic_batches(50_000)) == 5  # seed 000: ceil(50,000 / 10,000) = 5
+    assert len(create_topic_batches(50_000)) == 5  # ceil(50,000 / 10,000) = 5
     assert create_topic_batches(10_000) == [10_000]
     assert create_topic_batches(10_001) == [10_000, 1]
     assert create_topic_batches(0) == []
