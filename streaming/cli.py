@@ -266,7 +266,7 @@ def cmd_headroom(args: argparse.Namespace) -> int:
 def cluster_view(table, overrides: dict, planned: int | None, rf: int) -> str:  # noqa: ANN001
     """Per cluster: replicas hosted vs max.partitions (KIP-578) and vs the sum of broker
     ceilings; with --plan-partitions, how many brokers that growth needs and how the topic
-    creation must be split (10,000 partitions per CreateTopics request, seed 000)."""
+    creation must be split (the KRaft controller takes 10,000 partitions per CreateTopics request)."""
     from streaming.headroom.model import brokers_needed, create_topic_batches, make_config
 
     lines = []
