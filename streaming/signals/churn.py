@@ -2,8 +2,8 @@
 
 A healthy cluster shrinks and re-expands an ISR when a follower briefly lags; a shrink
 that stays unmatched for longer than replica catch-up should take means a replica is
-still out of sync (seed 003: IsrShrinks/Expands should be 0 in steady state, and every
-shrink without its expand brings the partition closer to min ISR).
+still out of sync (Kafka's monitoring docs: the ISR shrink and expand rates should be 0 in
+steady state; and every shrink without its expand brings the partition closer to min ISR).
 """
 
 from __future__ import annotations
