@@ -401,7 +401,7 @@ def finalize(partials: pa.Table, segments: pa.Table) -> pa.Table:
     out["request_queue_utilization_p95"] = nearest_rank_p95(
         grouped["ratio_values"].combine_chunks())
     # OneMinuteRate, the broker's own figure, wins; rate(Count) for schemes with Count only.
-    # MeanRate, a lifetime average, is never used (DESIGN.md "Traps").
+    # MeanRate, an average over the broker's whole uptime, is never used: it hides the present.
     out["request_handler_idle_min"] = pc.coalesce(grouped["rate_idle_min"],
                                                   grouped["idle_from_count_min"])
     out["request_handler_idle_mean"] = pc.coalesce(mean("rate_idle"), mean("idle_from_count"))
