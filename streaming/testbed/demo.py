@@ -73,7 +73,8 @@ ORDERS = "orders"
 
 class AcksAllProducer:
     """A small acks=all producer on the watched cluster's demo topic: it shows what an
-    application sees while partitions are under min ISR (NOT_ENOUGH_REPLICAS, seed 004)."""
+    application sees while partitions are under min ISR
+    (NOT_ENOUGH_REPLICAS: see min.insync.replicas in Kafka's topic configs)."""
 
     def __init__(self, bootstrap: str, say, rate: float = 20.0) -> None:  # noqa: ANN001
         from confluent_kafka import Producer
