@@ -5,7 +5,7 @@ number of partitions it leads whose ISR is below min.insync.replicas, and so on,
 signal computed by the pipeline can be compared with what the cluster really was.
 It shares only the metric catalog names with the pipeline, nothing of its logic.
 
-Semantics (seed 003): a broker that goes down leaves every ISR it was in (a shrink,
+Semantics (Kafka's replication protocol): a broker that goes down leaves every ISR it was in (a shrink,
 counted by the partition's leader); a partition whose leader dies elects the first
 remaining ISR member; with no ISR member alive the partition is offline, until the last
 ISR member returns (clean) or an unclean election picks an out-of-sync replica (data
