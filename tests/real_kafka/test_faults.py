@@ -175,7 +175,7 @@ def test_two_brokers_down_is_under_min_isr_on_the_leader_left(healthy: Bed) -> N
     faults.wait_isr_without(bed.watched, 4, ORDERS)
     end = hold_until_stable(bed, since, lambda v: v[1]["under_min_isr"] >= 6,
                             "a stable window with broker 1 under min ISR")
-    # acks=all is refused while the ISR is below min.insync.replicas (seed 003)
+    # acks=all is refused while the ISR is below min.insync.replicas (NOT_ENOUGH_REPLICAS)
     errors: list[str] = []
     producer.produce(ORDERS, b"x", partition=0,
                      on_delivery=lambda err, _msg: errors.append(err.name() if err else "ok"))

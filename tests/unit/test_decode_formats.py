@@ -177,8 +177,9 @@ def one(batch: pa.RecordBatch) -> dict:
     return rows[0]
 
 
-# Lines copied verbatim from shared/references/scrapes/jmx_prometheus_httpserver-0.6_kafka-
-# broker_2017.prom (jmx_exporter default name-label naming).
+# Lines copied verbatim from a published /metrics scrape of jmx_prometheus_httpserver 0.6 on a
+# Kafka 0.10-era broker, May 2017 (tangfeixiong/go-to-kubernetes,
+# examples/kafka/kafka-prometheus-monitoring.md; jmx_exporter's default name-label naming).
 SCRAPE_2017 = [
     ('kafka_server_replicamanager_value', {"name": "PartitionCount"}, "51.0",
      ("PartitionCount", "Value", 51.0)),
