@@ -104,51 +104,47 @@ def spark_conf(config: Config) -> dict[str, str]:
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.streaming.stopGracefullyOnShutdown": "true",
-        # 1g: in local mode this heap is the executor's too, and it grows to its cap lazily;
-        # 200k-record batches (the default cap) fit with room. With 2g and 500k batches the
-        # whole process tree peaked at 3.9 GB at 100k samples/s offered, 2.9 GB with these.
+        # 1g: in local mode this heap is the executor's too; 200k-record batches (the
+        # default cap) fit with room, and a larger heap with larger batches mostly raises
+        # the process tree's peak RSS (docs/performance.md).
         "spark.driver.memory": "1g",
         # pyspark.daemon without pyspark's redundant zip archives on the workers' path:
         # ~0.1 s less per task (see streaming/spark_daemon.py)
         "spark.python.daemon.module": "streaming.spark_daemon",
         # A read task's result (its decoded rows, ~12 MB for a 125k-record share) goes back
         # to the driver inside the task's status message instead of through the block
-        # manager (a store, a fetch over the block transfer service, a release) above the
-        # 1 MB default: JVM CPU 2.19-2.23 -> 1.91-1.95 µs a sample over 5 M records.
+        # manager (a store, a fetch over the block transfer service, a release), which it
+        # would take above the 1 MB default and which costs the JVM CPU on every result.
         # Bounded by spark.rpc.message.maxSize (128 MB); larger results still take the store.
         "spark.task.maxDirectResultSize": "64m",
     }
     if urlparse(config.spark.checkpoint).scheme in ("", "file"):
         # Spark's default checkpoint file manager goes through Hadoop's FileContext, whose
         # local file system resolves symlinks and sets permissions by running `readlink` and
-        # `chmod` (no native Hadoop library here): ~10 process spawns and ~28 ms for each
-        # offset- and commit-log file, serial between micro-batches. The FileSystem-based
-        # manager writes the same temp file and renames it (rename(2), atomic on a local
-        # disk) with 2 spawns: ~7 ms a file (tests/benchmarks/bench_checkpoint_files.py).
+        # `chmod` (without Hadoop's native library): ~10 process spawns for each offset- and
+        # commit-log file, serial between micro-batches. The FileSystem-based manager
+        # writes the same temp file and renames it (rename(2), atomic on a local disk) with
+        # 2 spawns (tests/benchmarks/bench_checkpoint_files.py times both).
         # HDFS or object stores keep Spark's own choice.
         defaults["spark.sql.streaming.checkpointFileManagerClass"] = (
             "org.apache.spark.sql.execution.streaming.checkpointing."
             "FileSystemBasedCheckpointFileManager")
     if config.source.engine == "python":
         # With the Python source the JVM only moves Arrow blobs and runs the micro-batch
-        # loop, and its C2 compiler cost more than it bought: over a 5 M-record catch-up
-        # it held 8.6 of the JVM's 22 CPU seconds and was still compiling at the end. C1
-        # only: JVM 2.0 -> 1.3 CPU µs a sample; at a steady 100k samples/s offered for
-        # 150 s, produced -> gauge p50/p95 2.7/5.4 s against 5.1/9.9 s (lag 0.12 M vs
-        # 0.28 M). Spark's own kafka source parses and converts in the JVM and keeps C2.
+        # loop, and its C2 compiler costs more than it buys: over a long catch-up it takes
+        # a large share of the JVM's CPU and is still compiling at the end, so the JVM runs
+        # C1 only, which also lowers produced -> gauge latency under steady load. Spark's
+        # own kafka source parses and converts in the JVM and keeps C2.
         # 4 MB G1 regions: a packed blob of 10k decoded rows (~1.6 MB) is then below half a
-        # region, not a humongous object allocated straight into the old generation. With
-        # the 1 MB regions of a 1 GB heap, some runs started concurrent marking cycles
-        # (0.2-0.5 CPU s every 4 s, JVM 1.3 -> 2.1 µs a sample); with 4 MB none did
-        # (4 runs each over 5 M records: 196-213k samples/s vs 203-215k).
+        # region, not a humongous object allocated straight into the old generation (with
+        # the 1 MB regions of a 1 GB heap such objects start G1 concurrent marking cycles
+        # that cost the JVM CPU every few seconds).
         # -Xms at the heap's cap: a read task's result (~12 MB) is still humongous, and each
         # one starts a G1 concurrent cycle once the heap holds more than 45 % of its current
-        # size. Grown lazily, the heap sat at 160-650 MB, and in some runs most of those
-        # cycles went on to mark (56 marks, 6.5 s over a 5 M catch-up: JVM 2.0-2.3 against
-        # 1.4 CPU µs a sample). Sized at the cap from the start, 4-5 marks a run remain.
-        # The young generation fixed at a quarter of it: G1's own sizing grew it towards
-        # 60 % and touched it all (JVM peak RSS at 100k samples/s 1.39 GB, against 1.12 GB
-        # with a quarter and 1.02 GB lazily grown; one run each).
+        # size. A lazily grown heap stays small, so the threshold is easy to pass and many
+        # of those cycles go on to mark; sized at the cap from the start, few do.
+        # The young generation fixed at a quarter of it: G1's own sizing grows it towards
+        # 60 % and touches it all, which raises the JVM's RSS for no gain in throughput.
         memory = {**defaults, **config.spark.conf}["spark.driver.memory"]
         defaults["spark.driver.extraJavaOptions"] = (
             f"-XX:TieredStopAtLevel=1 -XX:G1HeapRegionSize=4m -Xms{memory} "
@@ -336,8 +332,7 @@ class BatchProcessor:
         if self.pending is not None:
             # The held windows absorb the batch on the deferred thread while this one writes
             # bronze (delta-rs leaves the GIL while it encodes and writes), on a core the
-            # read tasks are not using then: 5 M catch-up 262k -> 275k samples/s (2 and 5
-            # runs). Nothing leaves the process until the handoff.
+            # read tasks are not using then. Nothing leaves the process until the handoff.
             self.handoff = handoff = Handoff()
             thread = threading.Thread(
                 target=self.run_deferred, args=(bronze, batch_id, handoff),
