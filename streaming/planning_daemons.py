@@ -4,8 +4,7 @@ Spark plans a Python data source in Python: it looks the source up, creates it a
 its read, each step in a worker forked from a daemon of its own (`pyspark.daemon` with the
 step's module, `pyspark.sql.worker.*`). The workers go after a minute idle; the three
 daemons stay for the life of the application. A streaming query plans once, when it
-starts, so after its first micro-batch the daemons only hold memory: 188 MB of RSS
-(56, 54 and 78 MB) of the process tree at 100k samples/s offered.
+starts, so after its first micro-batch the daemons only hold memory (tens of MB each).
 
 They are stopped with Spark's own `PythonWorkerFactory.stop()`, which kills the daemon
 and forgets it: should the same application plan again, the factory starts a new one. The
