@@ -37,9 +37,8 @@ class PartitionHistory:
 
     Why arrays and not a dict: every evaluated window forecasts from the broker's whole
     look-back (up to ~20,000 one-minute points), and a catch-up batch evaluates hundreds of
-    windows per broker. Rebuilding sorted arrays from a dict for each one cost 36 -> 108 µs a
-    window as the history grew from 0 to 6,600 points; kept sorted, a window is a
-    binary search and a slice. The forecast sees the same points in the same order.
+    windows per broker. Rebuilding sorted arrays from a dict for each one costs more with
+    every point of history; kept sorted, a window is a binary search and a slice. The forecast sees the same points in the same order.
     """
 
     def __init__(self, points: dict[float, int] | None = None) -> None:
