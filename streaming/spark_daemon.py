@@ -6,8 +6,7 @@ package, and archives that hold no Python module at all (Spark puts spark-core's
 Why: before every task a Python worker calls importlib.invalidate_caches() (pyspark's
 `setup_spark_files`). On Python 3.11 that makes each zipimporter re-read its archive's
 whole directory: about 0.1 s per task for pyspark.zip (1,328 files) and 25 ms for the jar,
-which a py-spy profile of the steady 10k samples/s benchmark showed as 46 % of a read
-task's time. With a pip-installed pyspark the zips hold the very files of the package
+most of a small read task's time. With a pip-installed pyspark the zips hold the very files of the package
 next to them, so the workers import that package instead; a Spark distribution whose
 pyspark lives only in its zip keeps the zip.
 
