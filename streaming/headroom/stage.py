@@ -38,7 +38,8 @@ class PartitionHistory:
     Why arrays and not a dict: every evaluated window forecasts from the broker's whole
     look-back (up to ~20,000 one-minute points), and a catch-up batch evaluates hundreds of
     windows per broker. Rebuilding sorted arrays from a dict for each one costs more with
-    every point of history; kept sorted, a window is a binary search and a slice. The forecast sees the same points in the same order.
+    every point of history; kept sorted, a window is a binary search and a slice. The
+    forecast sees the same points in the same order.
     """
 
     def __init__(self, points: dict[float, int] | None = None) -> None:
