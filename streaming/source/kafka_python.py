@@ -61,20 +61,18 @@ GONE_CHECK_SECONDS = 5.0
 # The reader's ranges end at or below the high watermark, so a broker-side long poll only
 # ever waits past a range's end: librdkafka's fetch for the offsets after it is parked for
 # fetch.wait.max.ms (500 ms by default), and the next range's fetch on the same connection,
-# and close(), wait behind it. Measured on a 2-range task of 7,500 records: 1.02 s at the
-# default, 0.04 s at 10 ms. A `kafka.fetch.wait.max.ms` option still wins.
+# and close(), wait behind it: a task of two ranges would spend most of its time waiting.
+# A `kafka.fetch.wait.max.ms` option still wins.
 READER_FETCH_WAIT_MS = "10"
 # Once its local queue passes queued.min.messages or queued.max.messages.kbytes, librdkafka
 # postpones the partition's next fetch by fetch.queue.backoff.ms (1000 ms by default; see
-# librdkafka's CONFIGURATION.md). A read task drains its queue in milliseconds, so the
-# default left it waiting on an empty queue: a single-partition read of 300k 170-byte
-# records spent 4.1 us a record in consume() (1.3 us of it CPU), 1.2 us at 10 ms.
+# librdkafka's CONFIGURATION.md). A read task drains its queue in milliseconds, so at the
+# default it would spend most of consume() waiting on an empty queue.
 READER_FETCH_QUEUE_BACKOFF_MS = "10"
 # What the consumer fetches ahead of the task. A task reads a bounded range, and what
 # librdkafka has queued past the range's end when the task unassigns is fetched, sent and
-# parsed for nothing: at 16 MiB (about 100k 170-byte records per range) that waste cost the
-# broker 1.19 CPU µs and the read tasks 4.14 µs a record read, against 0.83 and 3.66 µs at
-# 4 MiB (5 M-record job: 169k -> 186k samples/s; 1 and 2 MiB measured the same as 4).
+# parsed for nothing, by the broker and by the task. 4 MiB keeps that waste small while
+# a fetch still carries thousands of records; smaller sizes read no faster, and
 # librdkafka refuses a fetch.max.bytes below message.max.bytes (1 MB by default).
 READER_PREFETCH_KBYTES = 4 * 1024
 _RECORDS = arrow_schema("kafka_records", optional=True)  # with Spark's `headers`
