@@ -8,8 +8,8 @@ A process that shares its parent's address space is not counted twice. The JVM s
 every external command (Hadoop's `chmod` and `readlink` on checkpoint files, ~8 a
 micro-batch) through posix_spawn, whose child runs in the JVM's own memory until it execs
 `jspawnhelper`. /proc reports the JVM's whole RSS for that child for the few milliseconds
-it lives, so a sampler that lands there reads the JVM twice: the "transient JVM spikes" of
-exactly twice its RSS that earlier sessions measured were such samples.
+it lives, so a sampler that lands there would read the JVM twice: a spike of exactly
+twice its RSS that no memory of the JVM's own explains.
 """
 
 from __future__ import annotations
