@@ -6,9 +6,9 @@ replayed after a crash (same batch id, same offsets) converges to the same table
 A batch's signals (broker and cluster signals, paging, headroom, incidents, compaction)
 run on a thread while Spark reads the next batch, so that on two cores the driver's work
 and the read tasks do not take turns. Spark commits a batch once its bronze is in, so
-before handing the rest to the thread the batch's touched clusters and windows go to a marker file in the checkpoint; a
-job that dies before the thread finishes recomputes them from bronze when it starts again
-(a compaction it missed comes with the next one).
+before handing the rest to the thread the batch's touched clusters and windows go to a
+marker file in the checkpoint; a job that dies before the thread finishes recomputes them
+from bronze when it starts again (a compaction it missed comes with the next one).
 """
 
 from __future__ import annotations
