@@ -9,16 +9,14 @@ what Alertmanager mutes. Starts one alertmanager (run under the shared lock).
 
 from __future__ import annotations
 
-import json
 import time
-import urllib.request
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.stack import PagerDutyReceiver, get_json, start_alertmanager, which
+from tests.e2e.stack import PagerDutyReceiver, get_json, post_json, start_alertmanager, which
 
 JOB = {"job": "kafka-health"}
 P1 = {**JOB, "pipeline": "p1", "instance": "p1-0:9464"}
@@ -78,10 +76,7 @@ def am_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         starts = (datetime.now(UTC) - timedelta(minutes=5)).isoformat().replace("+00:00", "Z")
         body = [{"labels": labels, "annotations": {"summary": "test"}, "startsAt": starts}
                 for labels in [*SOURCES, *MUTED.values(), *PAGED.values()]]
-        request = urllib.request.Request(f"{url}/api/v2/alerts", data=json.dumps(body).encode(),
-                                         method="POST",
-                                         headers={"Content-Type": "application/json"})
-        urllib.request.urlopen(request, timeout=5).close()
+        post_json(f"{url}/api/v2/alerts", body)
         yield url
     finally:
         am.stop()

@@ -51,6 +51,12 @@ def get_json(url: str, timeout: float = 2.0) -> Any:
         return json.loads(resp.read())
 
 
+def post_json(url: str, body: Any, timeout: float = 5.0) -> None:
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
+                                     headers={"Content-Type": "application/json"})
+    urllib.request.urlopen(request, timeout=timeout).close()
+
+
 def poll(condition: Callable[[], Any], timeout: float, what: str, every: float = 0.1,
          alive: Callable[[], None] | None = None) -> Any:
     """Poll until truthy; `alive` raises when a child died (so a crash fails fast)."""
@@ -175,11 +181,14 @@ class Child:
             self.proc.wait(timeout=grace)
 
 
-def alertmanager_config(pagerduty_url: str, key_file: Path, group_interval: str | None) -> str:
-    """alerts/alertmanager.yml with PagerDuty pointed at the receiver; optionally a shorter
-    group_interval on the paging routes (routing, grouping, inhibition unchanged)."""
+def alertmanager_config(pagerduty_url: str, key_file: Path, group_interval: str | None,
+                        heartbeat_url: str | None = None) -> str:
+    """alerts/alertmanager.yml with PagerDuty (and optionally the heartbeat webhook) pointed
+    at local receivers; optionally a shorter group_interval on the paging routes (routing,
+    grouping, inhibition unchanged)."""
     cfg = yaml.safe_load(render_alertmanager_config(pagerduty_url=pagerduty_url,
-                                                    routing_key_file=key_file))
+                                                    routing_key_file=key_file,
+                                                    heartbeat_url=heartbeat_url))
     if group_interval is not None:
         for route in cfg["route"].get("routes", []):
             route["group_interval"] = group_interval
@@ -187,7 +196,8 @@ def alertmanager_config(pagerduty_url: str, key_file: Path, group_interval: str 
 
 
 def start_alertmanager(workdir: Path, pagerduty_url: str,
-                       group_interval: str | None = "2s") -> tuple[Child, str, Path]:
+                       group_interval: str | None = "2s",
+                       heartbeat_url: str | None = None) -> tuple[Child, str, Path]:
     binary = which("alertmanager", "prometheus-alertmanager")
     if binary is None:
         raise FileNotFoundError("alertmanager not on PATH: run deploy/install-prometheus.sh")
@@ -196,7 +206,8 @@ def start_alertmanager(workdir: Path, pagerduty_url: str,
     key_file.write_text(ROUTING_KEY + "\n")
     key_file.chmod(0o400)
     config = workdir / "alertmanager.yml"
-    config.write_text(alertmanager_config(pagerduty_url, key_file, group_interval))
+    config.write_text(alertmanager_config(pagerduty_url, key_file, group_interval,
+                                          heartbeat_url))
     port = free_port()
     child = Child("alertmanager", [
         binary, f"--config.file={config}", f"--storage.path={workdir / 'data'}",
@@ -208,11 +219,36 @@ def start_alertmanager(workdir: Path, pagerduty_url: str,
     return child, url, key_file
 
 
+def rules_with(dest: Path, changes: dict[str, dict[str, Any]]) -> Path:
+    """alerts/kafka-health.rules.yml with some rules' `for:` and one literal of their
+    expression replaced ({"Alert": {"for": "2s", "expr": ("> 120", "> 10")}}), so a test
+    waits seconds where production waits minutes; every other rule and label as committed."""
+    doc = yaml.safe_load(RULES.read_text())
+    found = set()
+    for group in doc["groups"]:
+        for rule in group["rules"]:
+            change = changes.get(rule.get("alert", ""))
+            if change is None:
+                continue
+            found.add(rule["alert"])
+            if "for" in change:
+                rule["for"] = change["for"]
+            if "expr" in change:
+                old, new = change["expr"]
+                assert rule["expr"].count(old) == 1, f"{rule['alert']}: {old!r} not once in expr"
+                rule["expr"] = rule["expr"].replace(old, new)
+    assert found == set(changes), f"no such rules: {set(changes) - found}"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_text(yaml.safe_dump(doc, sort_keys=False, width=1000))
+    return dest
+
+
 def start_prometheus(workdir: Path, exporter: str | list[str], alertmanager: str | None,
                      interval: str = "1s", evaluation: str | None = None,
-                     rules: bool = True) -> tuple[Child, str]:
+                     rules: bool = True, rules_file: Path = RULES) -> tuple[Child, str]:
     """Debian's prometheus on a free loopback port, scraping `exporter` (host:port, or a
-    list of them) as job kafka-health, with our alert rules unless `rules` is false."""
+    list of them) as job kafka-health, with `rules_file` (the committed alert rules
+    unless a test passes a rules_with() copy) unless `rules` is false."""
     binary = which("prometheus")
     if binary is None:
         raise FileNotFoundError("prometheus not on PATH: run deploy/install-prometheus.sh")
@@ -221,7 +257,7 @@ def start_prometheus(workdir: Path, exporter: str | list[str], alertmanager: str
     config: dict[str, Any] = {
         "global": {"scrape_interval": interval, "scrape_timeout": interval,
                    "evaluation_interval": evaluation or interval},
-        "rule_files": [str(RULES)] if rules else [],
+        "rule_files": [str(rules_file)] if rules else [],
         "scrape_configs": [{"job_name": "kafka-health",
                             "static_configs": [{"targets": targets}]}],
     }

@@ -14,7 +14,13 @@ after the others faulted.
 Timings the assertions are built on (read from the rules): KafkaUnderMinIsrPartitions
 has `for: 10s`, KafkaUncleanLeaderElection fires on the first evaluation and keeps firing
 30 min; the exporter's under-min-ISR gauge is the newest window's *last* value, so it
-drops as soon as a healed scrape is processed.
+drops as soon as a healed scrape is processed. Two rules are shortened for the test
+(RULE_CHANGES): KafkaClusterDark's 120 s / 1m (8 production scrapes) become 10 s / 2s
+(10 one-second scrapes) and KafkaHealthPipelineDown's `for: 2m` becomes 5s.
+
+A cluster a scenario stops simulating goes dark by design; `only()` silences
+KafkaClusterDark for it in Alertmanager first, as an operator does for a cluster removed
+on purpose. The heartbeat webhook goes to its own recorder (`heartbeats`).
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import re
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -40,7 +47,9 @@ from tests.e2e.stack import (
     free_port,
     get_json,
     job_environment,
+    post_json,
     prom_query,
+    rules_with,
     start_alertmanager,
     start_prometheus,
     which,
@@ -50,6 +59,10 @@ pytestmark = pytest.mark.integration
 ALERTMANAGER_YML = Path(__file__).resolve().parents[2] / "alerts" / "alertmanager.yml"
 HEALTHY = "e2e-healthy"
 QUIET = 5.0  # seconds (2.5 group_intervals) in which no further event may arrive
+RULE_CHANGES = {
+    "KafkaClusterDark": {"for": "2s", "expr": ("> 120", "> 10")},
+    "KafkaHealthPipelineDown": {"for": "5s"},
+}
 
 
 def hold(seconds: float, check) -> None:
@@ -76,14 +89,16 @@ def chain(broker, spark, tmp_path_factory) -> Iterator[SimpleNamespace]:
     with ExitStack() as stack:
         receiver = PagerDutyReceiver()
         stack.callback(receiver.close)
-        am, am_url, _ = start_alertmanager(tmp / "alertmanager", receiver.url, "2s")
+        heartbeats = PagerDutyReceiver()  # records any JSON POST: here the webhook's
+        stack.callback(heartbeats.close)
+        am, am_url, _ = start_alertmanager(
+            tmp / "alertmanager", receiver.url, "2s",
+            heartbeat_url=f"http://127.0.0.1:{heartbeats.server.server_port}/heartbeat")
         stack.callback(am.stop)
         exporter = Exporter()
         port = free_port()
         exporter.start("127.0.0.1", port)
         stack.callback(exporter.stop)
-        prom, prom_url = start_prometheus(tmp / "prometheus", f"127.0.0.1:{port}", am_url, "1s")
-        stack.callback(prom.stop)
         driver = RealtimeDriver(broker.bootstrap, topic, interval=1.0)
         driver.add(ClusterModel(HEALTHY, [1, 2, 3], {"orders": 3}))
         env = job_environment(broker.bootstrap, topic, tmp / "job", trigger=0.5,
@@ -91,6 +106,11 @@ def chain(broker, spark, tmp_path_factory) -> Iterator[SimpleNamespace]:
         job = Job(load_config(None, environ=env), spark=spark, exporter=exporter, printer=None)
         job.start()
         stack.callback(job.stop)
+        # scraped once the query runs: with PipelineDown's `for` at 5s, a Spark start
+        # scraped as pipeline_up 0 would page
+        prom, prom_url = start_prometheus(tmp / "prometheus", f"127.0.0.1:{port}", am_url, "1s",
+                                          rules_file=rules_with(tmp / "rules.yml", RULE_CHANGES))
+        stack.callback(prom.stop)
         # stopped before the job: with no new records the trigger goes idle, and the job
         # stops between batches (stopping inside a batch can crash the JVM, DESIGN.md)
         driver.start()
@@ -110,14 +130,17 @@ def chain(broker, spark, tmp_path_factory) -> Iterator[SimpleNamespace]:
 
         wait_for(flowing, 90, "the healthy cluster's 3 brokers in Prometheus")
         yield SimpleNamespace(receiver=receiver, am_url=am_url, prom_url=prom_url,
-                              driver=driver, alive=alive, job=job, exporter=exporter)
+                              driver=driver, alive=alive, job=job, exporter=exporter,
+                              port=port, heartbeats=heartbeats)
         # the healthy cluster ran through every scenario: it never paged
         assert receiver.matching(cluster=HEALTHY) == []
 
 
 def only(chain: SimpleNamespace, cluster: str, model: ClusterModel | None = None) -> None:
     """Stop simulating `cluster` and let the job read all of it; then start `model`.
-    One cluster per micro-batch: see RealtimeDriver (a job bug with two at once)."""
+    One cluster per micro-batch: see RealtimeDriver (a job bug with two at once).
+    The stopped cluster goes dark on purpose: its KafkaClusterDark is silenced first."""
+    silence_dark(chain, cluster)
     chain.driver.remove(cluster)
     drain(chain.driver, chain.exporter, alive=chain.alive)
     if model is not None:
@@ -125,6 +148,15 @@ def only(chain: SimpleNamespace, cluster: str, model: ClusterModel | None = None
         wait_for(lambda: prom_query(
             chain.prom_url, f'kafka_health_brokers_reporting{{cluster="{model.name}"}} '
                             f'== {len(model.brokers)}'), 60, f"{model.name} in Prometheus")
+
+
+def silence_dark(chain: SimpleNamespace, cluster: str) -> None:
+    now = datetime.now(UTC)
+    post_json(f"{chain.am_url}/api/v2/silences", {
+        "matchers": [{"name": "alertname", "value": "KafkaClusterDark", "isRegex": False},
+                     {"name": "cluster", "value": cluster, "isRegex": False}],
+        "startsAt": now.isoformat(), "endsAt": (now + timedelta(hours=1)).isoformat(),
+        "createdBy": "test_paging", "comment": f"{cluster} stopped on purpose"})
 
 
 def wait_events(chain: SimpleNamespace, what: str, timeout: float = 60, **match: str
@@ -150,7 +182,7 @@ def assert_pagerduty_event(event: PagerDutyEvent, action: str, cluster: str, ale
     assert body["event_action"] == action
     assert re.fullmatch(r"[0-9a-f]{64}", body["dedup_key"]), body["dedup_key"]
     assert event.payload["severity"] == "critical"
-    assert event.payload["group"] == cluster
+    assert event.payload.get("group", "") == cluster  # Alertmanager omits an empty group
     assert event.payload["class"] == alertname
     assert event.payload["custom_details"]["cluster"] == cluster
     assert body["links"][0]["href"].endswith(f"/alerts/runbooks/{alertname}.md")
@@ -291,10 +323,6 @@ def test_push_and_rule_for_the_same_fault_make_one_pagerduty_incident(
     unclean election, sent to a real Alertmanager: one dedup_key, no second incident."""
     if which("alertmanager", "prometheus-alertmanager") is None:
         pytest.skip("alertmanager not on PATH: run deploy/install-prometheus.sh")
-    import json
-    import urllib.request
-    from datetime import UTC, datetime, timedelta
-
     from streaming import alertpush
     from streaming.config import AlertPushConfig
 
@@ -320,10 +348,7 @@ def test_push_and_rule_for_the_same_fault_make_one_pagerduty_incident(
             "annotations": {"summary": "from the rule"},
             "startsAt": (now - timedelta(seconds=15)).isoformat().replace("+00:00", "Z"),
         }]
-        request = urllib.request.Request(f"{am_url}/api/v2/alerts",
-                                         data=json.dumps(rule_alert).encode(), method="POST",
-                                         headers={"Content-Type": "application/json"})
-        urllib.request.urlopen(request, timeout=5).close()
+        post_json(f"{am_url}/api/v2/alerts", rule_alert)
         groups = get_json(f"{am_url}/api/v2/alerts/groups")
         mine = [g for g in groups if g["labels"].get("cluster") == cluster]
         assert len(mine) == 1 and len(mine[0]["alerts"]) == 2, "both alerts in one group"
@@ -337,3 +362,57 @@ def test_push_and_rule_for_the_same_fault_make_one_pagerduty_incident(
         am.stop()
         receiver.close()
         alertpush.reset_stats()
+
+
+def test_the_heartbeat_reaches_its_webhook_and_never_pagerduty(chain: SimpleNamespace) -> None:
+    def beat() -> list[dict]:
+        chain.alive()
+        return [e.body for e in chain.heartbeats.matching() if e.path == "/heartbeat"]
+
+    # 90 s: Prometheus drops alerts sent before it has found Alertmanager and resends
+    # firing ones only every minute (--rules.alert.resend-delay)
+    [first, *_] = wait_for(beat, 90, "a heartbeat webhook call", every=0.2)
+    assert first["receiver"] == "kafka-health-heartbeat"
+    assert first["status"] == "firing"
+    assert [a["labels"]["alertname"] for a in first["alerts"]] == ["KafkaHealthWatchdog"]
+    assert chain.receiver.matching(alertname="KafkaHealthWatchdog") == []
+
+
+def test_a_dark_cluster_pages_and_resolves_when_it_reports_again(chain: SimpleNamespace) -> None:
+    cluster = "e2e-dark"
+    model = ClusterModel(cluster, [1, 2, 3], {"orders": 3})
+    only(chain, "e2e-unclean", model)
+    chain.driver.remove(cluster)  # every broker silent; the pipeline keeps running (idle)
+    alertname = "KafkaClusterDark"
+    [page] = wait_events(chain, "the cluster-dark page", cluster=cluster, alertname=alertname)
+    assert_pagerduty_event(page, "trigger", cluster, alertname)
+    assert page.payload["summary"].startswith(
+        f"{alertname} [{cluster}]: No metrics from any broker of Kafka cluster {cluster} for ")
+    chain.driver.add(model)
+    [resolve] = wait_events(chain, "the cluster-dark resolve", cluster=cluster,
+                            alertname=alertname, action="resolve")
+    assert resolve.dedup_key == page.dedup_key
+
+
+def test_a_stopped_pipeline_pages_critical_and_resolves(chain: SimpleNamespace) -> None:
+    """Last: /metrics disappears (the driver as Prometheus sees a dead one) and comes back."""
+    only(chain, "e2e-dark")
+    alertname = "KafkaHealthPipelineDown"
+    server = chain.exporter.server
+    chain.exporter.stop()
+    server.server_close()  # stop() leaves the port bound; start() below binds it again
+    try:
+        [page] = wait_events(chain, "the pipeline-down page", alertname=alertname)
+    finally:
+        chain.exporter.start("127.0.0.1", chain.port)
+    assert_pagerduty_event(page, "trigger", "", alertname)
+    # absent() and the vanished series are two alerts of one group: one incident
+    assert page.payload["summary"].startswith(
+        f"{alertname}: kafka-health pipeline is not running"), page.payload["summary"]
+    wait_events(chain, "the pipeline-down resolve", alertname=alertname, action="resolve")
+    hold(QUIET, chain.alive)
+    events = chain.receiver.matching(alertname=alertname)
+    assert {e.dedup_key for e in events} == {page.dedup_key}, "one incident for the outage"
+    assert events[-1].action == "resolve", [(e.action, e.payload.get("summary")) for e in events]
+    # one page for the outage: no cluster paged while its pipeline was gone
+    assert {e.alertname for e in chain.receiver.matching(cluster="")} == {alertname}
