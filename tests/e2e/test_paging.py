@@ -112,7 +112,7 @@ def chain(broker, spark, tmp_path_factory) -> Iterator[SimpleNamespace]:
                                           rules_file=rules_with(tmp / "rules.yml", RULE_CHANGES))
         stack.callback(prom.stop)
         # stopped before the job: with no new records the trigger goes idle, and the job
-        # stops between batches (stopping inside a batch can crash the JVM, DESIGN.md)
+        # stops between batches (stopping inside a batch can crash the JVM: see Job.stop)
         driver.start()
         stack.callback(driver.stop)
 
