@@ -107,7 +107,9 @@ def chain(broker, spark, tmp_path_factory) -> Iterator[SimpleNamespace]:
         job.start()
         stack.callback(job.stop)
         # scraped once the query runs: with PipelineDown's `for` at 5s, a Spark start
-        # scraped as pipeline_up 0 would page
+        # scraped as pipeline_up 0 would page (the listener's started event can lag)
+        wait_for(lambda: exporter.registry.get_sample_value("kafka_health_pipeline_up") == 1,
+                 60, "the query's started event (pipeline_up 1)")
         prom, prom_url = start_prometheus(tmp / "prometheus", f"127.0.0.1:{port}", am_url, "1s",
                                           rules_file=rules_with(tmp / "rules.yml", RULE_CHANGES))
         stack.callback(prom.stop)
