@@ -24,7 +24,9 @@ FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 NOISY: dict[str, tuple[int, int, int]] = {
     # its expectation registry logs one INFO line per expectation type at import
     "great_expectations": (logging.WARNING, logging.INFO, logging.DEBUG),
-    "py4j": (logging.WARNING, logging.WARNING, logging.DEBUG),
+    # never DEBUG: py4j's DEBUG traces every command sent to the JVM with its arguments,
+    # SparkConf values such as an S3 secret key among them
+    "py4j": (logging.WARNING, logging.WARNING, logging.INFO),
     "matplotlib": (logging.WARNING, logging.WARNING, logging.DEBUG),
     "urllib3": (logging.WARNING, logging.WARNING, logging.DEBUG),
     "asyncio": (logging.WARNING, logging.WARNING, logging.DEBUG),

@@ -85,7 +85,9 @@ def test_library_noise_is_hidden_by_default_and_shown_with_v() -> None:
     assert job.isEnabledFor(logging.DEBUG)
     configure(2)
     assert librdkafka.isEnabledFor(logging.DEBUG)
-    assert logging.getLogger("py4j").isEnabledFor(logging.DEBUG)
+    py4j = logging.getLogger("py4j.clientserver")
+    assert py4j.isEnabledFor(logging.INFO)
+    assert not py4j.isEnabledFor(logging.DEBUG), "py4j's DEBUG echoes SparkConf secrets"
 
 
 def record(name: str, level: int) -> logging.LogRecord:
