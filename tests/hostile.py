@@ -54,7 +54,9 @@ class Hostile:
     reason: str | None  # quarantine reason category; None: accepted into bronze
     timestamp_ms: int | None = None
     also_bronze: bool = False  # a partly good record: some samples kept, the rest refused
-    fmt: str | None = "jolokia"  # the format it is written in; None: no format's at all
+    # the format it is written in; None: no format at all, "auto": only format detection
+    # gives its reason (a one-format topic quarantines it for that format's own complaint)
+    fmt: str | None = "jolokia"
 
 
 def jolokia_entry(mbean: str, value: object, ts: float) -> dict[str, object]:
@@ -98,7 +100,7 @@ def malformed(now: float, rnd: random.Random, key: bytes) -> list[Hostile]:
                 "timestamp_skew"),
         Hostile("far past", jolokia(URP, {"Value": 0}, now - 400 * 86400), key, "timestamp_skew"),
         Hostile("unknown format", json.dumps({"metric": "x", "v": 1}).encode(), key,
-                "unknown_format", fmt=None),
+                "unknown_format", fmt="auto"),
         Hostile("binary garbage", bytes(rnd.getrandbits(8) for _ in range(300)), key,
                 "not_json", fmt=None),
         Hostile("one bad ObjectName in a bulk read", orjson.dumps(
