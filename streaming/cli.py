@@ -6,6 +6,8 @@
   kafka-health simulate ...         produce a model cluster's metrics to a topic
   kafka-health headroom             partition headroom per broker, with a PNG chart
   kafka-health report               static HTML report of the last hours from the Delta tables
+  kafka-health status               open incidents, stale brokers, lowest headroom, now
+  kafka-health peek --topic T       sample a metrics topic: formats, identities, signals fed
   kafka-health check-config FILE    validate a config and print it with secrets masked
 """
 
@@ -305,6 +307,19 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_status(args: argparse.Namespace) -> int:
+    from streaming.config import load_config
+    from streaming.report.status import format_status, read_status, status_json
+
+    config = load_config(args.config)
+    signals = config.signals
+    stale_after = signals.stale_after_intervals * signals.scrape_interval_seconds
+    status = read_status(delta_root(args, config), cluster=args.cluster,
+                         stale_after_seconds=stale_after)
+    print(status_json(status) if args.output == "json" else format_status(status, stale_after))
+    return 0
+
+
 def delta_root(args: argparse.Namespace, config: Any) -> str:
     """The Delta root to read: --delta, else the config's delta.path; a local one must hold
     at least one of the job's tables, so a mistyped path is a usage error (exit 2), not an
@@ -475,6 +490,19 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--out", default="report", help="output folder (default: report)")
     report.add_argument("--hours", type=HOURS, default=6.0, help="look-back (default: 6)")
     report.add_argument("--cluster", help="only this cluster")
+
+    status = _subcommand(
+        sub, "status", common, cmd_status,
+        "open incidents, stale brokers, lowest headroom, from the Delta tables",
+        "What needs attention now: the open incidents (kind, broker, since, peak), the "
+        "brokers the job's staleness rule calls silent in their cluster's newest window, "
+        "and the lowest partition headroom per cluster, read from the job's Delta tables.")
+    status.add_argument("--config",
+                        help="YAML config (for delta.path and the staleness settings)")
+    status.add_argument("--delta", help="Delta root instead of the config's delta.path")
+    status.add_argument("--cluster", help="only this cluster")
+    status.add_argument("-o", "--output", choices=("table", "json"), default="table",
+                        help="table for people (default) or json for scripts")
 
     check = _subcommand(
         sub, "check-config", common, cmd_check_config, "validate a config file",

@@ -5,10 +5,12 @@ says why there may be nothing to show ("missing" table, "empty" for no rows in t
 window, "error" with the message). A report turns those into a "no data" section; an
 operator reading it learns whether the job never wrote the table or the window was quiet.
 
-Filters are pushed into ``DeltaTable(...).to_pyarrow_dataset()`` so a long history is not
-read into memory to show the last few hours. Columns the table does not have (an older
-table version) come back as all-null, so a schema change upstream degrades to "no data"
-for that signal instead of a KeyError.
+Tables are read through the sink's own reader (``DeltaRsTable.read``): time filters prune
+files so a long history is not read into memory to show the last few hours, and the
+cluster filter is applied in memory, since pyarrow fails a pushed-down string predicate
+on files a MERGE wrote. Columns the table does not have (an older table version) come
+back as all-null, so a schema change upstream degrades to "no data" for that signal
+instead of a KeyError.
 """
 
 from __future__ import annotations
@@ -86,26 +88,31 @@ def read_table(
     cluster: str | None = None,
     window_text: str = "",
 ) -> TableRead:
-    """Rows of ``table`` matching ``filter`` (and ``cluster`` when the table has one)."""
+    """Rows of ``table`` matching ``filter`` (and ``cluster`` when the table has one).
+
+    ``filter`` is pushed down to prune files, so it must not compare string columns (see
+    ``DeltaRsTable.read``); ``cluster`` is the string filter, applied in memory.
+    """
     from deltalake import DeltaTable
+
+    from streaming.sinks.delta_rs import DeltaRsTable
 
     path = table_path(delta_root, table)
     wanted = list(columns) if columns is not None else arrow_schema(table).names
     try:
         if not DeltaTable.is_deltatable(path):
             return TableRead(table, path, "missing", _empty_frame(table, wanted))
-        dt = DeltaTable(path)
-        dataset = dt.to_pyarrow_dataset()
+        reader = DeltaRsTable(str(delta_root), table, app_id="kafka-health-report")
+        dt = reader.ensure()
+        present = set(dt.schema().to_arrow().names)
     except Exception as exc:  # a corrupt log or unreadable store: report it, do not crash
         return TableRead(table, path, "error", _empty_frame(table, wanted), detail=_one_line(exc))
 
-    present = set(dataset.schema.names)
-    expr = filter
+    where = None
     if cluster is not None and "cluster" in present:
-        cond = pads.field("cluster") == cluster
-        expr = cond if expr is None else expr & cond
+        where = pads.field("cluster") == cluster
     try:
-        data = dataset.to_table(columns=[c for c in wanted if c in present], filter=expr)
+        data = reader.read(filter, where, columns=[c for c in wanted if c in present])
     except Exception as exc:
         return TableRead(table, path, "error", _empty_frame(table, wanted), detail=_one_line(exc),
                          version=dt.version())

@@ -176,8 +176,9 @@ class DeltaRsTable:
         """
         dataset = self.ensure().to_pyarrow_dataset()
         names = list(columns) if columns else list(self.schema.names)
-        if where is not None:
-            names += [n for n in self.schema.names if n not in names]
+        if where is not None:  # only the columns this version of the table has
+            names += [n for n in self.schema.names
+                      if n not in names and n in dataset.schema.names]
         table = dataset.to_table(filter=pushdown, columns=names)
         table = table.cast(pa.schema([self.schema.field(n) for n in names]))
         if where is not None:

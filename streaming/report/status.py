@@ -1,0 +1,166 @@
+"""`kafka-health status`: what needs attention now, from the job's Delta tables.
+
+Three answers an on-call engineer wants before anything else:
+
+* open incidents (resolved_at null in ``incidents``) with since-when and their peak;
+* stale brokers: the job's own rule (``signals.incidents.stale_rows``) applied to each
+  broker's newest ``broker_signals`` window, so a broker counts as stale here exactly when
+  the job would call it so (silent for longer than stale_after_intervals scrapes while its
+  cluster's peers reported), and whether a stale_broker incident is open for it;
+* the lowest partition headroom per cluster (``partition_headroom``, newest row per broker).
+
+A table that is missing or unreadable is a note, never a crash: status is what one runs
+when something is already wrong.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as pads
+
+from streaming.report.headroom_view import headroom_table
+from streaming.report.tables import fmt_ts, latest_per_broker, read_table, sort_brokers
+from streaming.report.text import shown, text_table
+from streaming.schemas import arrow_schema
+from streaming.signals.incidents import stale_rows
+
+
+@dataclass
+class Status:
+    open_incidents: list[dict[str, Any]] = field(default_factory=list)
+    stale_brokers: list[dict[str, Any]] = field(default_factory=list)
+    lowest_headroom: list[dict[str, Any]] = field(default_factory=list)
+    # why a section may be empty: a table the job has not written, or could not be read
+    notes: list[str] = field(default_factory=list)
+
+
+def read_status(delta_root: str | Path, cluster: str | None = None,
+                stale_after_seconds: float = 45.0) -> Status:
+    """The status of every cluster in the tables (or of ``cluster`` alone)."""
+    status = Status()
+    incidents = read_table(delta_root, "incidents", filter=pads.field("resolved_at").is_null(),
+                           cluster=cluster)
+    frame = incidents.frame
+    if incidents.ok:
+        # one row per incident_id; a duplicate would be a writer bug: the newest row wins
+        frame = frame.sort_values("updated_at", kind="stable").drop_duplicates(
+            "incident_id", keep="last").sort_values(["started_at", "cluster", "broker"])
+        status.open_incidents = [
+            {"cluster": r.cluster, "kind": r.kind, "broker": r.broker,
+             "since": _iso(r.started_at), "peak": _number(r.peak_value)}
+            for r in frame.itertuples()]
+    elif incidents.status in ("missing", "error"):
+        status.notes.append(incidents.why_empty())
+    stale_open = {(i["cluster"], i["broker"]) for i in status.open_incidents
+                  if i["kind"] == "stale_broker"}
+    status.stale_brokers = _stale(delta_root, cluster, stale_after_seconds, stale_open, status)
+    status.lowest_headroom = _lowest_headroom(delta_root, cluster, status)
+    return status
+
+
+def _stale(delta_root: str | Path, cluster: str | None, stale_after_seconds: float,
+           open_incidents: set[tuple[str, str]], status: Status) -> list[dict[str, Any]]:
+    latest = latest_per_broker(delta_root, "broker_signals", "window_start", cluster=cluster)
+    if not latest.ok:
+        if latest.status in ("missing", "error"):
+            status.notes.append(latest.why_empty())
+        return []
+    columns = ["cluster", "broker", "window_start", "window_end", "last_sample_ts"]
+    rows = pa.Table.from_pandas(latest.frame[columns], preserve_index=False).cast(
+        pa.schema([arrow_schema("broker_signals").field(c) for c in columns]))
+    judged = stale_rows(rows, stale_after_seconds)
+    # each cluster's newest window: where a silent broker's age is measured against the
+    # peers that did report
+    newest = judged.group_by("cluster").aggregate([("window_start", "max")])
+    judged = judged.join(newest, "cluster")
+    now = judged.filter(pc.and_(pc.equal(judged["window_start"], judged["window_start_max"]),
+                                pc.fill_null(judged["stale"], False)))
+    last_seen = latest.frame.set_index(["cluster", "broker"])["last_sample_ts"]
+    found = sort_brokers(now.select(["cluster", "broker", "age"]).to_pandas())
+    return [{"cluster": r.cluster, "broker": r.broker,
+             "last_sample": _iso(last_seen.get((r.cluster, r.broker))),
+             "behind_seconds": _number(r.age),
+             "incident_open": (r.cluster, r.broker) in open_incidents}
+            for r in found.itertuples()]
+
+
+def _lowest_headroom(delta_root: str | Path, cluster: str | None,
+                     status: Status) -> list[dict[str, Any]]:
+    table = headroom_table(delta_root, cluster)
+    if table.empty:
+        if table.attrs.get("status") in ("missing", "error"):
+            status.notes.append(table.attrs.get("why_empty", ""))
+        return []
+    known = table[table["headroom"].notna()]
+    lowest = known.sort_values("headroom", kind="stable").drop_duplicates("cluster")
+    return [{"cluster": r.cluster, "broker": r.broker, "headroom": _number(r.headroom),
+             "headroom_pct": _number(r.headroom_pct), "partitions": _number(r.partitions),
+             "binding_bound": r.binding_bound, "binding_ceiling": _number(r.binding_ceiling),
+             "days_to_ceiling": _number(r.days_to_ceiling),
+             "evaluated_at": _iso(r.evaluated_at)}
+            for r in lowest.sort_values("cluster").itertuples()]
+
+
+def _iso(ts: Any) -> str | None:
+    return None if ts is None or pd.isna(ts) else pd.Timestamp(ts).isoformat()
+
+
+def _number(value: Any) -> float | None:
+    """JSON has no NaN or infinity: unknown is null."""
+    if value is None or pd.isna(value) or math.isinf(float(value)):
+        return None
+    return float(value)
+
+
+def status_json(status: Status) -> str:
+    return json.dumps(asdict(status), indent=2)
+
+
+def format_status(status: Status, stale_after_seconds: float) -> str:
+    """The three sections as aligned text; identity strings bounded and printable."""
+    out = [f"Open incidents: {len(status.open_incidents) or 'none'}"]
+    if status.open_incidents:
+        out.append(text_table(
+            ["cluster", "kind", "broker", "since", "peak"],
+            [[shown(i["cluster"]), i["kind"], shown(i["broker"]), _when(i["since"]),
+              _count(i["peak"])] for i in status.open_incidents],
+            left={"cluster", "kind", "broker", "since"}))
+    out += ["", f"Stale brokers (silent over {stale_after_seconds:g}s while their cluster "
+            f"reported): {len(status.stale_brokers) or 'none'}"]
+    if status.stale_brokers:
+        out.append(text_table(
+            ["cluster", "broker", "last sample", "behind", "incident"],
+            [[shown(s["cluster"]), shown(s["broker"]), _when(s["last_sample"]),
+              _count(s["behind_seconds"]) + "s", "open" if s["incident_open"] else "-"]
+             for s in status.stale_brokers],
+            left={"cluster", "broker", "last sample", "incident"}))
+    out += ["", f"Lowest partition headroom per cluster: {len(status.lowest_headroom) or 'none'}"]
+    if status.lowest_headroom:
+        out.append(text_table(
+            ["cluster", "broker", "partitions", "ceiling", "bound", "headroom", "headroom %",
+             "days to ceil", "evaluated"],
+            [[shown(h["cluster"]), shown(h["broker"]), _count(h["partitions"]),
+              _count(h["binding_ceiling"]), h["binding_bound"] or "-", _count(h["headroom"]),
+              "-" if h["headroom_pct"] is None else f"{h['headroom_pct']:.1f}%",
+              "-" if h["days_to_ceiling"] is None else f"{h['days_to_ceiling']:,.1f}",
+              _when(h["evaluated_at"])] for h in status.lowest_headroom],
+            left={"cluster", "broker", "bound", "evaluated"}))
+    if status.notes:
+        out += ["", *status.notes]
+    return "\n".join(out)
+
+
+def _when(iso: str | None) -> str:
+    return fmt_ts(pd.Timestamp(iso)) if iso else "-"
+
+
+def _count(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f}"

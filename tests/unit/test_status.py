@@ -1,0 +1,148 @@
+"""`kafka-health status` on Delta tables written by the job's own sink (MERGEs, no Spark).
+
+Two clusters share every batch, as on a fleet: the files the MERGEs write hold several
+cluster names, which is where a pushed-down string filter failed the report's scans.
+One cluster is named with a quote and a newline, as record keys can name one.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from streaming.cli import main
+from streaming.config import Config
+from streaming.job import BatchProcessor
+from streaming.report import headroom_table
+from streaming.report.tables import latest_per_broker, read_table
+from streaming.report.text import shown
+
+START = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+MINUTE = timedelta(minutes=1)
+WINDOWS = [START + i * MINUTE for i in range(8)]
+PROD = "prod"
+ODD = "it's\nodd"  # a name only a record key or label would give
+SILENT_AFTER = WINDOWS[1]  # prod's broker 3 sends nothing after this window
+HEADROOM = {(PROD, "1"): 500.0, (PROD, "2"): 120.0, (PROD, "3"): 900.0, (ODD, "1"): 40.0}
+
+
+def signal_row(table, cluster: str, broker: str, window: datetime, umi: float) -> dict:  # noqa: ANN001
+    row = {f.name: None for f in table.schema}
+    row.update(cluster=cluster, broker=broker, window_start=window, window_end=window + MINUTE,
+               samples=4, last_sample_ts=window + timedelta(seconds=50),
+               under_min_isr_max=umi, under_min_isr_last=umi, updated_at=window)
+    return row
+
+
+def headroom_row(table, cluster: str, broker: str, headroom: float) -> dict:  # noqa: ANN001
+    row = {f.name: None for f in table.schema}
+    row.update(cluster=cluster, broker=broker, evaluated_at=WINDOWS[-1], partitions=1000.0,
+               binding_bound="recovery", binding_ceiling=1000.0 + headroom, headroom=headroom,
+               headroom_pct=100 * headroom / (1000.0 + headroom), updated_at=WINDOWS[-1])
+    return row
+
+
+@pytest.fixture(scope="module")
+def delta_root(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """prod: broker 1 under min ISR from the fourth window on, broker 3 silent after the
+    second; ODD: two healthy brokers. One batch per window, both clusters in each."""
+    config = Config()
+    config.delta.path = str(tmp_path_factory.mktemp("status") / "delta")
+    proc = BatchProcessor(config, exporter=None)
+    batch_ids = itertools.count()
+    signals = proc.tables["broker_signals"]
+    for window in WINDOWS:
+        rows = [signal_row(signals, PROD, "1", window, 3.0 if window >= WINDOWS[3] else 0.0),
+                signal_row(signals, PROD, "2", window, 0.0),
+                signal_row(signals, ODD, "1", window, 0.0),
+                signal_row(signals, ODD, "2", window, 0.0)]
+        if window <= SILENT_AFTER:
+            rows.append(signal_row(signals, PROD, "3", window, 0.0))
+        signals.upsert(pa.Table.from_pylist(rows, schema=signals.schema), next(batch_ids))
+        proc.update_incidents([PROD, ODD], window, window, next(batch_ids))
+    headroom = proc.tables["partition_headroom"]
+    rows = [headroom_row(headroom, c, b, h) for (c, b), h in HEADROOM.items()]
+    headroom.upsert(pa.Table.from_pylist(rows, schema=headroom.schema), next(batch_ids))
+    return config.delta.path
+
+
+def status(capsys: pytest.CaptureFixture[str], *args: str) -> dict:
+    assert main(["status", *args, "-o", "json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_status_lists_open_incidents_stale_brokers_and_lowest_headroom(
+        delta_root: str, capsys: pytest.CaptureFixture[str]) -> None:
+    found = status(capsys, "--delta", delta_root)
+    opened = {(i["cluster"], i["kind"], i["broker"]): i for i in found["open_incidents"]}
+    assert set(opened) == {(PROD, "under_min_isr", "1"), (PROD, "stale_broker", "3")}
+    assert opened[(PROD, "under_min_isr", "1")]["since"] == WINDOWS[3].isoformat()
+    assert opened[(PROD, "under_min_isr", "1")]["peak"] == 3.0
+    [stale] = found["stale_brokers"]
+    assert (stale["cluster"], stale["broker"], stale["incident_open"]) == (PROD, "3", True)
+    assert stale["last_sample"] == (SILENT_AFTER + timedelta(seconds=50)).isoformat()
+    assert stale["behind_seconds"] == (WINDOWS[-1] - SILENT_AFTER).total_seconds()
+    lowest = {h["cluster"]: (h["broker"], h["headroom"]) for h in found["lowest_headroom"]}
+    assert lowest == {PROD: ("2", 120.0), ODD: ("1", 40.0)}
+    assert found["notes"] == []
+
+
+def test_status_of_one_cluster_after_merges(delta_root: str,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    found = status(capsys, "--delta", delta_root, "--cluster", ODD)
+    assert found["open_incidents"] == [] and found["stale_brokers"] == []
+    assert [(h["cluster"], h["broker"]) for h in found["lowest_headroom"]] == [(ODD, "1")]
+    assert found["notes"] == []
+    assert {i["cluster"] for i in status(capsys, "--delta", delta_root, "--cluster",
+                                          PROD)["open_incidents"]} == {PROD}
+
+
+@pytest.mark.parametrize("cluster", [PROD, ODD])
+def test_report_readers_filter_a_cluster_on_tables_a_merge_wrote(delta_root: str,
+                                                                 cluster: str) -> None:
+    """The cluster filter is a string predicate: pushed down to files a MERGE wrote,
+    pyarrow failed the scan and the report showed 'could not be read'."""
+    incidents = read_table(delta_root, "incidents", cluster=cluster)
+    assert incidents.status in ("ok", "empty"), incidents.detail
+    assert set(incidents.frame["cluster"]) <= {cluster}
+    latest = latest_per_broker(delta_root, "broker_signals", "window_start", cluster=cluster)
+    assert latest.ok, latest.detail
+    assert set(latest.frame["cluster"]) == {cluster}
+    assert set(headroom_table(delta_root, cluster)["cluster"]) == {cluster}
+
+
+def test_status_table_shows_every_section_with_names_escaped(
+        delta_root: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["status", "--delta", delta_root]) == 0
+    out = capsys.readouterr().out
+    assert "Open incidents: 2" in out and "under_min_isr" in out and "stale_broker" in out
+    assert "Stale brokers (silent over 45s" in out
+    assert shown(ODD) in out and ODD not in out  # the newline is escaped, not printed
+    assert "120" in out and "recovery" in out
+
+
+def test_status_on_an_empty_root_says_why(tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "bronze" / "_delta_log").mkdir(parents=True)
+    found = status(capsys, "--delta", str(tmp_path))
+    assert found["open_incidents"] == [] and found["lowest_headroom"] == []
+    assert any("incidents does not exist" in note for note in found["notes"])
+
+
+def test_status_with_a_mistyped_delta_is_a_usage_error(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["status", "--delta", str(tmp_path / "nope")])
+    assert exit_.value.code == 2
+    assert "no such folder" in capsys.readouterr().err
+
+
+def test_shown_bounds_and_escapes() -> None:
+    assert shown("x" * 200) == "x" * 79 + "…"
+    assert shown("a\x00b\x1b[2J") == "a\\x00b\\x1b[2J"
+    assert shown(None) == "-"
