@@ -320,6 +320,31 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_peek(args: argparse.Namespace) -> int:
+    from streaming.config import FORMATS, load_config
+    from streaming.decode.records import DecodeContext
+    from streaming.peek import PeekError, format_peek, peek, sample_records
+
+    if args.format not in FORMATS:
+        usage_error(args, f"--format {args.format!r} is not a format the job decodes; "
+                    f"choose one of: {', '.join(FORMATS)}")
+    config = load_config(args.config)
+    client = config.source.client_config()
+    if args.bootstrap:
+        client["bootstrap.servers"] = args.bootstrap
+    try:
+        records = sample_records(client, args.topic, args.n, args.from_beginning,
+                                 args.timeout)
+    except PeekError as err:
+        usage_error(args, f"{err}; check --bootstrap and --topic (and source.kafka / "
+                    "source.secrets in --config for a secured cluster)")
+    # auto: the config's format for the topic, as the job reads it (auto when not listed)
+    fmt = None if args.format == "auto" else args.format
+    result = peek(records, DecodeContext.from_config(config), args.topic, fmt)
+    print(format_peek(result, config.identity.default_cluster))
+    return 0
+
+
 def delta_root(args: argparse.Namespace, config: Any) -> str:
     """The Delta root to read: --delta, else the config's delta.path; a local one must hold
     at least one of the job's tables, so a mistyped path is a usage error (exit 2), not an
@@ -503,6 +528,29 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--cluster", help="only this cluster")
     status.add_argument("-o", "--output", choices=("table", "json"), default="table",
                         help="table for people (default) or json for scripts")
+
+    peek = _subcommand(
+        sub, "peek", common, cmd_peek,
+        "sample a metrics topic: formats, clusters and brokers, signals it can feed",
+        "Read the last -n records of --topic (nothing committed, no consumer group) and "
+        "decode them as the job would: per record the detected format, the cluster and "
+        "broker its samples resolve to (and whether the cluster is only the default), its "
+        "sample count or quarantine reason; then which of the job's signals this data can "
+        "feed and which it cannot, and the quarantine reasons with counts.")
+    peek.add_argument("--topic", required=True, help="the metrics topic to sample")
+    peek.add_argument("--bootstrap", default=None, metavar="HOST:PORT",
+                      help="Kafka to read from (default: the config's source.bootstrap_servers)")
+    peek.add_argument("--config", help="YAML config: identity rules, topic formats and "
+                      "Kafka security settings as the job uses them (default: the defaults)")
+    peek.add_argument("-n", type=POSITIVE_INT, default=20,
+                      help="records to sample (default: 20)")
+    peek.add_argument("--from-beginning", action="store_true",
+                      help="the oldest records instead of the newest")
+    peek.add_argument("--format", default="auto",
+                      help="decode as this format: auto, jolokia, prometheus, otlp, telegraf "
+                      "(default: auto, or the topic's format in --config)")
+    peek.add_argument("--timeout", type=SECONDS, default=15.0,
+                      help="seconds to wait for Kafka (default: 15)")
 
     check = _subcommand(
         sub, "check-config", common, cmd_check_config, "validate a config file",
