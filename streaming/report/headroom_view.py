@@ -28,6 +28,7 @@ from streaming.report.tables import (
     read_table,
     utc,
 )
+from streaming.report.text import shown, text_table
 
 TABLE = "partition_headroom"
 
@@ -75,8 +76,8 @@ def format_headroom_table(df: pd.DataFrame) -> str:
 
     rows: list[list[str]] = []
     for _, r in df.iterrows():
-        line = [str(r["cluster"])] if multi_cluster else []
-        line += [str(r["broker"]), _int(r.get("partitions")), _int(r.get("leaders"))]
+        line = [shown(r["cluster"])] if multi_cluster else []
+        line += [shown(r["broker"]), _int(r.get("partitions")), _int(r.get("leaders"))]
         for b in bounds:
             cell = _int(r.get(f"ceiling_{b}"))
             line.append(cell + ("*" if b == r.get("binding_bound") and cell != "-" else ""))
@@ -89,16 +90,7 @@ def format_headroom_table(df: pd.DataFrame) -> str:
         ]
         rows.append(line)
 
-    left = {"cluster", "broker", "binding"}
-    widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(headers)]
-
-    def fmt(cells: list[str]) -> str:
-        return "  ".join(c.ljust(w) if h in left else c.rjust(w)
-                         for c, w, h in zip(cells, widths, headers, strict=True)).rstrip()
-
-    out = [fmt(headers), fmt(["-" * w for w in widths])]
-    out += [fmt(row) for row in rows]
-    out.append("")
+    out = [text_table(headers, rows, left={"cluster", "broker", "binding"}), ""]
     out.append(_as_of_line(df))
     out.extend(_stale_lines(df))
     out.append("ceilings in partitions; * = binding (lowest) bound; fds = file descriptors; "
