@@ -1182,7 +1182,8 @@ def pipeline() -> dict:
                    [target(f"kafka_health_pipeline_exported_series{{{I}}}", inst),
                     target("sum by (instance) (increase("
                            f"kafka_health_pipeline_series_dropped_total{{{I}}}"
-                           "[$__rate_interval]))", "{{instance}} refused", "B")],
+                           "[$__rate_interval])) or 0 * max by (instance) "
+                           f"(kafka_health_pipeline_up{{{I}}})", "{{instance}} refused", "B")],
                    w=8, decimals=0),
     ]
     return dashboard(

@@ -49,6 +49,9 @@ logger.hadoop_native.name = org.apache.hadoop.util.NativeCodeLoader
 logger.hadoop_native.level = error
 logger.spark_utils.name = org.apache.spark.util.Utils
 logger.spark_utils.level = error
+# PySpark's gateway announces "Setting default log level" unless its logger's level is set
+logger.pyspark_gateway.name = org.apache.spark.api.python.PythonGatewayServer
+logger.pyspark_gateway.level = {level}
 """
 
 

@@ -16,7 +16,9 @@ has `for: 10s`, KafkaUncleanLeaderElection fires on the first evaluation and kee
 30 min; the exporter's under-min-ISR gauge is the newest window's *last* value, so it
 drops as soon as a healed scrape is processed. Two rules are shortened for the test
 (RULE_CHANGES): KafkaClusterDark's 120 s / 1m (8 production scrapes) become 10 s / 2s
-(10 one-second scrapes) and KafkaHealthPipelineDown's `for: 2m` becomes 5s.
+(10 one-second scrapes) and KafkaHealthPipelineDown's `for: 2m` becomes 20s (a loaded
+machine can miss a few one-second scrapes of a live job in a row; each miss makes its
+series stale, which the rule's vanished-pipeline branch reads as down).
 
 A cluster a scenario stops simulating goes dark by design; `only()` silences
 KafkaClusterDark for it in Alertmanager first, as an operator does for a cluster removed
@@ -61,7 +63,7 @@ HEALTHY = "e2e-healthy"
 QUIET = 5.0  # seconds (2.5 group_intervals) in which no further event may arrive
 RULE_CHANGES = {
     "KafkaClusterDark": {"for": "2s", "expr": ("> 120", "> 10")},
-    "KafkaHealthPipelineDown": {"for": "5s"},
+    "KafkaHealthPipelineDown": {"for": "20s"},
 }
 
 
