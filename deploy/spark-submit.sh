@@ -16,6 +16,8 @@ Spark cluster. What it does, so you can do it by hand too:
   2. Builds, in a temp folder:
        kafka_health.zip     the `streaming` package (+ metrics_schemas/)  -> --py-files
        metrics_schemas.zip  the schema/catalog data                        -> --archives ...#metrics_schemas
+       alerts.zip           alerts/kafka-health.rules.yml (the direct push's
+                            alert texts, read beside metrics_schemas/)     -> --archives ...#alerts
        kafka-health.yaml    a copy of FILE                                 -> --files
   3. Sets KAFKA_HEALTH_SCHEMAS=metrics_schemas (a path relative to the working directory,
      where --archives unpacks) for the executors (spark.executorEnv.*) and, in cluster mode,
@@ -227,6 +229,8 @@ with zipfile.ZipFile(build / "kafka_health.zip", "w", zipfile.ZIP_DEFLATED) as z
 with zipfile.ZipFile(build / "metrics_schemas.zip", "w", zipfile.ZIP_DEFLATED) as z:
     for path in files(repo / "metrics_schemas"):
         z.write(path, path.relative_to(repo / "metrics_schemas").as_posix())
+with zipfile.ZipFile(build / "alerts.zip", "w", zipfile.ZIP_DEFLATED) as z:
+    z.write(repo / "alerts" / "kafka-health.rules.yml", "kafka-health.rules.yml")
 PY
 cp "$CONFIG" "$BUILD/kafka-health.yaml"
 
@@ -270,7 +274,7 @@ CMD=("$SUBMIT"
      --deploy-mode "$DEPLOY_MODE"
      --name "$NAME"
      --py-files "$BUILD/kafka_health.zip"
-     --archives "$BUILD/metrics_schemas.zip#metrics_schemas"
+     --archives "$BUILD/metrics_schemas.zip#metrics_schemas,$BUILD/alerts.zip#alerts"
      --files "$BUILD/kafka-health.yaml"
      --conf "spark.pyspark.python=$PY_REMOTE"
      --conf "spark.pyspark.driver.python=$PY_DRIVER"

@@ -9,9 +9,17 @@ that computed it.
 One fault must still make ONE PagerDuty incident. Alertmanager groups by
 (alertname, cluster) (alerts/alertmanager.yml `group_by`) and the PagerDuty `dedup_key`
 is a hash of the group, so a pushed alert carries exactly the alertname, severity and
-category of the Prometheus rule for the same kind (alerts/kafka-health.rules.yml): it is
-routed to the same receiver and lands in the same group as the rule's alert. The
-`source="kafka-health-push"` label keeps the two apart in the Alertmanager UI.
+category of the Prometheus rule for the same kind: it is routed to the same receiver and
+lands in the same group as the rule's alert. The `source="kafka-health-push"` label keeps
+the two apart in the Alertmanager UI.
+
+The rules file (alerts/kafka-health.rules.yml) is the single source of what is pushed: only
+the kind -> alertname mapping (ALERTNAMES) lives here. On first use the rule of each pushed
+kind gives its labels and annotations, the Go templates `{{ $labels.cluster }}`,
+`{{ $labels.broker }}` and `{{ $value }}` rendered as Prometheus renders them; any other
+template construct (a `humanizePercentage` pipe, another label) is refused with a
+ConfigError by `check`, which `kafka-health run` and `check-config` call when a push is
+configured. The file is found like metrics_schemas/ (see `rules_path`).
 
 Open incidents are re-sent on every batch with `endsAt` a few minutes ahead, so they
 stay firing while the job runs and expire on their own if it stops; a resolved incident
@@ -31,8 +39,12 @@ streaming.redact (no user info).
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import logging
+import math
+import os
+import re
 import ssl
 import threading
 import time
@@ -43,9 +55,13 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
-from streaming.config import AlertPushConfig
+import yaml
+
+from streaming.config import AlertPushConfig, ConfigError
 from streaming.redact import redact_text, redact_url
 
 LOG = logging.getLogger("kafka_health.alertpush")
@@ -57,59 +73,145 @@ OPEN_HOLD = timedelta(minutes=5)
 BACKOFF_SECONDS = 5.0
 # Resolved incidents older than this are not re-sent (Alertmanager already has them).
 RESOLVED_RESEND = timedelta(minutes=15)
-RUNBOOKS = "https://github.com/kafka-health/kafka-health/blob/main/alerts/runbooks"
 CLUSTER_WIDE = "*"
+
+
+# Incident kind -> the alertname of the Prometheus rule that pages for it. The alert's labels
+# and texts are read from that rule (alerts/kafka-health.rules.yml, the single source); the
+# order is the push's priority when one push is capped (data loss first).
+ALERTNAMES: dict[str, str] = {
+    "unclean_election": "KafkaUncleanLeaderElection",
+    "under_min_isr": "KafkaUnderMinIsrPartitions",
+    "offline_partitions": "KafkaOfflinePartitions",
+    "controller": "KafkaActiveControllerCountAbnormal",
+}
+RULES_ENV = "KAFKA_HEALTH_RULES"
+RULES_FILE = Path("alerts") / "kafka-health.rules.yml"
+# The Go-template actions a pushed text may hold, as what they become in str.format: the
+# series labels the incident carries and the alert's value. Prometheus renders $labels from
+# the firing series (not the rule's labels), so no other label can be known here.
+PLACEHOLDERS = {"$labels.cluster": "cluster", "$labels.broker": "broker", "$value": "value"}
+_ACTION = re.compile(r"\{\{(.*?)\}\}", re.DOTALL)
+
+
+class AlertRulesError(ConfigError):
+    """The rules file cannot give a pushed kind its alert: missing file or rule, or a
+    template construct the push cannot render as Prometheus does."""
 
 
 @dataclass(frozen=True)
 class AlertSpec:
-    """What the Prometheus rule for one incident kind says (kept equal by a unit test)."""
+    """The Prometheus rule of one incident kind as the push renders it: the rule's labels
+    (severity, team, category) verbatim and its annotations as str.format templates over
+    {cluster}/{broker}/{value} (see `translate`)."""
 
     alertname: str
-    category: str
-    summary: str
-    description: str
-
-    @property
-    def runbook_url(self) -> str:
-        return f"{RUNBOOKS}/{self.alertname}.md"
+    labels: dict[str, str]
+    annotations: dict[str, str]
 
 
-# Incident kind -> the critical rule for it. Text mirrors the rule's annotations with
-# {cluster}/{broker}/{value} in place of {{ $labels.cluster }}/{{ $labels.broker }}/{{ $value }}.
-SPECS: dict[str, AlertSpec] = {
-    "unclean_election": AlertSpec(
-        "KafkaUncleanLeaderElection", "data_loss",
-        "Unclean leader election (data loss) in Kafka cluster {cluster}, reported by broker {broker}",
-        "Broker {broker} of cluster {cluster} reported {value} unclean leader election(s) in the "
-        "last 5 minutes. An out-of-sync replica became leader, so every record past its log end "
-        "was discarded: acknowledged writes are permanently lost. Find the affected partitions "
-        "and the producers that wrote to them during the incident.",
-    ),
-    "under_min_isr": AlertSpec(
-        "KafkaUnderMinIsrPartitions", "cluster_fault",
-        "Partitions under min.insync.replicas on broker {broker} of Kafka cluster {cluster}",
-        "Broker {broker} of cluster {cluster} leads {value} partition(s) whose ISR is smaller "
-        "than the effective min.insync.replicas. Producers using acks=all get "
-        "NOT_ENOUGH_REPLICAS for them and consumers see nothing new (high watermark frozen) "
-        "until the ISR heals.",
-    ),
-    "offline_partitions": AlertSpec(
-        "KafkaOfflinePartitions", "cluster_fault",
-        "Offline partitions (no leader) in Kafka cluster {cluster}",
-        "The active controller of cluster {cluster} reports {value} offline partition(s): no "
-        "replica of the ISR is available to lead them, so they are unreadable and unwritable. "
-        "Do not enable unclean leader election to bring them back unless the topic owners "
-        "accept losing data.",
-    ),
-    "controller": AlertSpec(
-        "KafkaActiveControllerCountAbnormal", "cluster_fault",
-        "Kafka cluster {cluster} has {value} active controllers (expected exactly 1)",
-        "The reporting brokers/controllers of cluster {cluster} sum to {value} active "
-        "controllers for more than 2 minutes. With 0, no leader elections or ISR changes can "
-        "happen; with more than 1, controllers disagree about who leads the metadata quorum.",
-    ),
-}
+def translate(text: str, where: str) -> str:
+    """A rule template as a str.format template: `{{ $labels.cluster }}`, `{{ $labels.broker }}`
+    and `{{ $value }}` become {cluster}, {broker} and {value}, literal braces are escaped, and
+    any other action (pipes such as humanizePercentage, other labels, trim markers, `with`)
+    is refused with AlertRulesError naming `where` and the action."""
+    out, last = [], 0
+    for match in _ACTION.finditer(text):
+        out.append(_escape_braces(text[last:match.start()]))
+        field_name = PLACEHOLDERS.get(match.group(1).strip())
+        if field_name is None:
+            raise AlertRulesError(
+                f"{where}: the direct push cannot render the template action {match.group(0)!r} "
+                f"(it renders only {', '.join('{{ ' + p + ' }}' for p in PLACEHOLDERS)}); "
+                "simplify the rule's text or leave this kind to the Prometheus rule "
+                "(remove it from alert_push.kinds)")
+        out.append("{" + field_name + "}")
+        last = match.end()
+    rest = text[last:]
+    if "{{" in rest:
+        raise AlertRulesError(f"{where}: unterminated template action at {rest[rest.index('{{'):][:40]!r}")
+    out.append(_escape_braces(rest))
+    return "".join(out)
+
+
+def _escape_braces(literal: str) -> str:
+    return literal.replace("{", "{{").replace("}", "}}")
+
+
+def rules_path() -> Path:
+    """The Prometheus rules file: $KAFKA_HEALTH_RULES, else alerts/ beside the metrics_schemas
+    folder (the checkout, /opt/kafka-health in the image, spark-submit's unpacked archives),
+    else the checkout next to this package. Refused (AlertRulesError) when none is a file."""
+    override = os.environ.get(RULES_ENV)
+    if override:
+        candidates = [Path(override)]
+    else:
+        from streaming.schemas import schemas_dir
+
+        candidates = list(dict.fromkeys([schemas_dir().parent / RULES_FILE,
+                                         Path(__file__).resolve().parents[1] / RULES_FILE]))
+    found = next((c for c in candidates if c.is_file()), None)
+    if found is None:
+        raise AlertRulesError(
+            f"alert_push: the Prometheus rules file {RULES_FILE} (the pushed alerts' labels and "
+            f"texts) was not found (looked at {', '.join(map(str, candidates))}); ship "
+            f"alerts/ beside metrics_schemas/ or set {RULES_ENV} to the file")
+    return found
+
+
+@functools.cache
+def _specs_in(path: Path) -> dict[str, AlertSpec | str]:
+    """Every pushable kind's spec from the rules file at `path`, or why it has none."""
+    try:
+        document = yaml.safe_load(path.read_text(encoding="utf-8"))
+        rules = [r for g in document["groups"] for r in g["rules"] if "alert" in r]
+    except (OSError, yaml.YAMLError, KeyError, TypeError) as err:
+        raise AlertRulesError(f"alert_push: cannot read the alert rules in {path}: "
+                              f"{type(err).__name__}: {err}") from err
+    specs: dict[str, AlertSpec | str] = {}
+    for kind, alertname in ALERTNAMES.items():
+        try:
+            specs[kind] = _spec(kind, alertname, [r for r in rules if r["alert"] == alertname], path)
+        except AlertRulesError as err:
+            specs[kind] = str(err)
+    return specs
+
+
+def _spec(kind: str, alertname: str, found: list[dict[str, Any]], path: Path) -> AlertSpec:
+    if len(found) != 1:
+        raise AlertRulesError(f"alert_push.kinds {kind!r}: {path} has {len(found)} rules named "
+                              f"{alertname}; the push renders exactly one")
+    [rule] = found
+    labels = {str(k): str(v) for k, v in (rule.get("labels") or {}).items()}
+    for name, value in labels.items():
+        if "{{" in value:
+            raise AlertRulesError(f"alert_push.kinds {kind!r}: {alertname} label {name} is a "
+                                  f"template ({value!r}); the push carries static labels only")
+    annotations = {str(name): translate(str(text), f"alert_push.kinds {kind!r}: {path} "
+                                                   f"{alertname} annotation {name}")
+                   for name, text in (rule.get("annotations") or {}).items()}
+    return AlertSpec(alertname, labels, annotations)
+
+
+def spec_for(kind: str) -> AlertSpec:
+    """The alert spec of a pushable kind (one of ALERTNAMES), read from the rules file on first
+    use; AlertRulesError when the rules file cannot give it."""
+    found = _specs_in(rules_path())[kind]
+    if isinstance(found, str):
+        raise AlertRulesError(found)
+    return found
+
+
+def check(config: AlertPushConfig) -> None:
+    """Refuse (AlertRulesError, a ConfigError) a push config whose kinds the rules file
+    cannot give an alert: `kafka-health run` and `check-config` call it, so a rule the push
+    cannot render stops the job at start instead of silently not paging. Kinds without a
+    paging rule are not refused (they are warned about and left to Prometheus)."""
+    if not config.urls():
+        return
+    for kind in config.kinds:
+        if kind in ALERTNAMES:
+            spec_for(kind)
 
 
 @dataclass
@@ -143,11 +245,30 @@ def _rfc3339(value: datetime) -> str:
     return value.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def _value(number: Any) -> str:
+def go_value(number: Any) -> str:
+    """`{{ $value }}` as Prometheus prints it: Go's %v of a float64 (the shortest digits that
+    read back, in exponent form below 1e-4 and from 1e6 on: 1.234567e+06, 1e-05)."""
     if number is None:
         return "?"
     number = float(number)
-    return str(int(number)) if number.is_integer() else f"{number:g}"
+    if math.isnan(number):
+        return "NaN"
+    if math.isinf(number):
+        return "+Inf" if number > 0 else "-Inf"
+    sign = "-" if math.copysign(1.0, number) < 0 else ""
+    if number == 0:
+        return sign + "0"
+    _, digit_tuple, exponent = Decimal(repr(abs(number))).normalize().as_tuple()
+    digits = "".join(map(str, digit_tuple))
+    point = len(digits) + int(exponent)  # the value is 0.<digits> * 10**point
+    if not -4 <= point - 1 < 6:
+        mantissa = digits[0] + ("." + digits[1:] if len(digits) > 1 else "")
+        return f"{sign}{mantissa}e{point - 1:+03d}"
+    if point <= 0:
+        return f"{sign}0.{'0' * -point}{digits}"
+    if point >= len(digits):
+        return sign + digits + "0" * (point - len(digits))
+    return f"{sign}{digits[:point]}.{digits[point:]}"
 
 
 def build_alerts(config: AlertPushConfig, incidents: list[dict[str, Any]],
@@ -155,23 +276,23 @@ def build_alerts(config: AlertPushConfig, incidents: list[dict[str, Any]],
     """The Alertmanager v2 alert objects for the incidents whose kind is pushed."""
     now = now or datetime.now(UTC)
     alerts = []
+    specs: dict[str, AlertSpec | None] = {}  # the rules file is located once per call
     for incident in incidents:
         kind = incident.get("kind")
         if kind not in config.kinds:
             continue
-        spec = SPECS.get(kind)
+        if kind not in specs:
+            specs[kind] = _spec_or_warn(kind)
+        spec = specs[kind]
         if spec is None:
-            if kind not in _WARNED_KINDS:
-                _WARNED_KINDS.add(kind)
-                LOG.warning("alert_push.kinds: %r has no paging rule; it is not pushed "
-                            "(pushable: %s)", kind, ", ".join(SPECS))
             continue
         cluster, broker = str(incident["cluster"]), str(incident.get("broker") or CLUSTER_WIDE)
-        labels = {"alertname": spec.alertname, "severity": "critical", "team": "kafka",
-                  "category": spec.category, "cluster": cluster, "source": SOURCE}
+        labels = {"alertname": spec.alertname, **spec.labels, "cluster": cluster, "source": SOURCE}
         if broker != CLUSTER_WIDE:  # cluster-wide rules carry no broker label either
             labels["broker"] = broker
-        fields = {"cluster": cluster, "broker": broker, "value": _value(incident.get("peak_value"))}
+        # what the rule's templates see: the series labels (a missing one renders empty)
+        fields = {"cluster": cluster, "broker": labels.get("broker", ""),
+                  "value": go_value(incident.get("peak_value"))}
         started = _utc(incident["started_at"])
         resolved = incident.get("resolved_at")
         if resolved is not None:
@@ -183,15 +304,29 @@ def build_alerts(config: AlertPushConfig, incidents: list[dict[str, Any]],
         alerts.append({
             "labels": labels,
             "annotations": {
-                "summary": spec.summary.format(**fields),
-                "description": spec.description.format(**fields),
-                "runbook_url": spec.runbook_url,
+                **{name: text.format(**fields) for name, text in spec.annotations.items()},
                 "incident_id": str(incident.get("incident_id") or ""),
             },
             "startsAt": _rfc3339(started),
             "endsAt": _rfc3339(max(ends, started)),
         })
     return alerts
+
+
+def _spec_or_warn(kind: str) -> AlertSpec | None:
+    """The spec of a pushed kind, or None (warned about once per kind) when it has no paging
+    rule or the rules file cannot give one (`check` refuses the latter at start)."""
+    try:
+        if kind in ALERTNAMES:
+            return spec_for(kind)
+        problem = f"alert_push.kinds: {kind!r} has no paging rule; it is not pushed " \
+                  f"(pushable: {', '.join(ALERTNAMES)})"
+    except AlertRulesError as err:
+        problem = f"{err}; it is not pushed"
+    if kind not in _WARNED_KINDS:
+        _WARNED_KINDS.add(kind)
+        LOG.warning("%s", problem)
+    return None
 
 
 def opened_in_signals(rows: list[dict[str, Any]], fresh_seconds: float,
@@ -310,7 +445,7 @@ def bounded(config: AlertPushConfig, alerts: list[dict[str, Any]],
         alerts = [a for a in alerts if may_page(a["labels"]["cluster"])]
     if len(alerts) <= config.max_alerts_per_push:
         return alerts
-    order = {spec.alertname: i for i, spec in enumerate(SPECS.values())}
+    order = {alertname: i for i, alertname in enumerate(ALERTNAMES.values())}
     kept = sorted(alerts, key=lambda a: a["endsAt"], reverse=True)  # open ones end latest
     kept.sort(key=lambda a: order.get(a["labels"]["alertname"], len(order)))
     now = time.monotonic()

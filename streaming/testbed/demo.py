@@ -224,18 +224,18 @@ class IncidentNarrator:
                 self.say(f"RESOLVED: {kind} on {where} after {_duration(lasted)}")
 
     def _page(self, row: dict) -> None:
-        from streaming.alertpush import SPECS
+        from streaming.alertpush import ALERTNAMES
 
-        spec = SPECS.get(row["kind"])
-        if spec is None:
+        alertname = ALERTNAMES.get(row["kind"])
+        if alertname is None:
             return  # a warning-grade incident: dashboards and tickets, no page
         self.pages += 1
-        dedup = f"dedup: one PagerDuty incident per alertname+cluster, {spec.alertname} {row['cluster']}"
+        dedup = f"dedup: one PagerDuty incident per alertname+cluster, {alertname} {row['cluster']}"
         if self.push.urls() and row["kind"] in self.push.kinds:
-            self.say(f"PAGE sent: {spec.alertname} (critical) pushed to Alertmanager by the "
+            self.say(f"PAGE sent: {alertname} (critical) pushed to Alertmanager by the "
                      f"job ({dedup})")
         else:
-            self.say(f"PAGE: {spec.alertname} (critical) fires from the Prometheus rule -> "
+            self.say(f"PAGE: {alertname} (critical) fires from the Prometheus rule -> "
                      f"Alertmanager -> PagerDuty ({dedup}; no Alertmanager runs in this demo)")
 
 

@@ -377,6 +377,25 @@ def test_spark_submit_dry_run_yarn_cluster(tmp_path: Path) -> None:
         assert "catalog.yaml" in z.namelist()
 
 
+def test_the_push_rules_ship_beside_metrics_schemas(tmp_path: Path) -> None:
+    """streaming/alertpush.py reads alerts/kafka-health.rules.yml beside the metrics_schemas
+    folder: the image copies it there (and its build context lets it in), and spark-submit
+    unpacks it into the driver's working directory next to metrics_schemas/."""
+    dockerfile = (DEPLOY / "docker" / "Dockerfile").read_text()
+    schemas = Path(re.search(r"KAFKA_HEALTH_SCHEMAS=(\S+)", dockerfile).group(1))
+    assert "WORKDIR /opt/kafka-health\n" in dockerfile and schemas.parent == Path("/opt/kafka-health")
+    assert "COPY alerts/kafka-health.rules.yml ./alerts/kafka-health.rules.yml\n" in dockerfile
+    ignore = (DEPLOY / "docker" / "Dockerfile.dockerignore").read_text().splitlines()
+    assert "!alerts/kafka-health.rules.yml" in ignore
+    out = _dry_run(tmp_path, "--master", "yarn")
+    assert out.returncode == 0, out.stderr
+    archives = re.search(r"--archives (\S+)", out.stdout.replace("\\", "")).group(1).split(",")
+    assert [a.rpartition("#")[2] for a in archives] == ["metrics_schemas", "alerts"]
+    build = Path(re.search(r"artifacts kept in (\S+)", out.stderr).group(1))
+    with zipfile.ZipFile(build / "alerts.zip") as z:
+        assert z.read("kafka-health.rules.yml") == (REPO / "alerts" / "kafka-health.rules.yml").read_bytes()
+
+
 def test_spark_submit_k8s_uses_driver_env(tmp_path: Path) -> None:
     out = _dry_run(tmp_path, "--master", "k8s://https://k8s.example:443")
     assert out.returncode == 0, out.stderr

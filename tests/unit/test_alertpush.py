@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+import shutil
 import ssl
 import subprocess
 import threading
@@ -20,7 +21,7 @@ import pytest
 import yaml
 
 from streaming import alertpush
-from streaming.alertpush import SOURCE, SPECS, build_alerts, push_incidents
+from streaming.alertpush import ALERTNAMES, SOURCE, build_alerts, push_incidents
 from streaming.config import AlertPushConfig, ConfigError, SecretRef, load_config
 from streaming.signals.incidents import KINDS
 
@@ -95,39 +96,162 @@ def parse(ts: str) -> datetime:
 # --- agreement with the Prometheus rules and Alertmanager routing ---------------------------
 
 
-def rules_by_name() -> dict[str, dict[str, Any]]:
-    spec = yaml.safe_load(RULES.read_text())
+def rules_by_name(path: Path = RULES) -> dict[str, dict[str, Any]]:
+    spec = yaml.safe_load(path.read_text())
     return {r["alert"]: r for g in spec["groups"] for r in g["rules"] if "alert" in r}
 
 
 def render_rule_text(template: str, labels: dict[str, str], value: str) -> str:
+    """The three actions the push renders, substituted naively (no whitespace folding: the
+    pushed text must equal the rule's to the character, as promtool checks in
+    tests/alerts/test_alertpush_render.py)."""
     text = template.replace("{{ $value }}", value)
-    text = re.sub(r"\{\{ \$labels\.(\w+) \}\}", lambda m: labels[m.group(1)], text)
-    return " ".join(text.split())
+    return re.sub(r"\{\{ \$labels\.(\w+) \}\}", lambda m: labels.get(m.group(1), ""), text)
 
 
-@pytest.mark.parametrize("kind", sorted(SPECS))
-def test_pushed_alert_equals_the_rule_for_its_kind(kind: str) -> None:
+@pytest.fixture
+def rules_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """edit(alertname, **changes) writes a copy of the rules file with that rule's
+    annotations/labels changed and points the push at it (KAFKA_HEALTH_RULES)."""
+    document = yaml.safe_load(RULES.read_text())
+    path = tmp_path / "kafka-health.rules.yml"
+
+    def edit(alertname: str, annotations: dict[str, str] | None = None,
+             labels: dict[str, str] | None = None) -> Path:
+        [rule] = [r for g in document["groups"] for r in g["rules"] if r.get("alert") == alertname]
+        rule["annotations"].update(annotations or {})
+        rule["labels"].update(labels or {})
+        path.write_text(yaml.safe_dump(document, sort_keys=False))
+        monkeypatch.setenv(alertpush.RULES_ENV, str(path))
+        return path
+
+    return edit
+
+
+@pytest.fixture(autouse=True)
+def committed_rules(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(alertpush.RULES_ENV, raising=False)
+
+
+@pytest.mark.parametrize("kind", list(ALERTNAMES))
+def test_pushed_alert_is_the_rule_of_its_kind(kind: str) -> None:
     broker = "*" if kind in ("offline_partitions", "controller") else "3"
     [alert] = build_alerts(config("http://x", [kind]), [incident(kind, broker, peak=2)], now=T0)
-    rule = rules_by_name()[SPECS[kind].alertname]
+    assert alertpush.rules_path() == RULES
+    rule = rules_by_name()[ALERTNAMES[kind]]
     labels = alert["labels"]
-    assert labels["alertname"] == rule["alert"]
-    for name in ("severity", "category", "team"):
-        assert labels[name] == rule["labels"][name], name
+    assert labels == {"alertname": rule["alert"], **rule["labels"], "cluster": "c1",
+                      "source": SOURCE, **({} if broker == "*" else {"broker": broker})}
     assert labels["severity"] == "critical"
-    assert labels["source"] == SOURCE
     assert ("broker" in labels) == ("broker" in rule["annotations"]["summary"]), \
         "cluster-wide rules carry no broker label, broker rules do"
-    subst = {"cluster": "c1", "broker": broker}
-    for name in ("summary", "description"):
-        assert alert["annotations"][name] == render_rule_text(
-            rule["annotations"][name], subst, "2"), name
-    assert alert["annotations"]["runbook_url"] == rule["annotations"]["runbook_url"]
+    series = {"cluster": "c1", **({} if broker == "*" else {"broker": broker})}
+    assert alert["annotations"] == {
+        **{name: render_rule_text(text, series, "2") for name, text in rule["annotations"].items()},
+        "incident_id": f"id-{kind}-{broker}"}
+    assert "{{" not in json.dumps(alert) and "{cluster}" not in json.dumps(alert)
 
 
 def test_every_pushable_kind_is_an_incident_kind() -> None:
-    assert set(SPECS) <= set(KINDS)
+    assert set(ALERTNAMES) <= set(KINDS)
+
+
+def test_a_changed_rule_text_shows_up_in_the_pushed_alert(rules_copy: Any) -> None:
+    """The rules file is the only copy of the texts: edit it and the push follows (literal
+    braces included), with no second place to keep equal."""
+    rules_copy("KafkaUncleanLeaderElection", labels={"category": "data_loss_edited"}, annotations={
+        "summary": "EDITED: {{ $labels.cluster }}/{{$labels.broker}} lost {{ $value }} {sic}",
+        "description": "{{ $value }} elections on {{ $labels.broker }}",
+        "dashboard": "https://grafana.example/d/kafka?var-cluster={{ $labels.cluster }}"})
+    [alert] = build_alerts(config("http://x"), [incident(peak=1234567)], now=T0)
+    assert alert["labels"]["category"] == "data_loss_edited"
+    assert alert["annotations"]["summary"] == "EDITED: c1/3 lost 1.234567e+06 {sic}"
+    assert alert["annotations"]["description"] == "1.234567e+06 elections on 3"
+    assert alert["annotations"]["dashboard"] == "https://grafana.example/d/kafka?var-cluster=c1"
+
+
+@pytest.mark.parametrize("template, action", [
+    ("{{ $value | humanizePercentage }} of partitions", "{{ $value | humanizePercentage }}"),
+    ("broker {{ $labels.instance }}", "{{ $labels.instance }}"),
+    ("lost {{- $value }}", "{{- $value }}"),
+    ("x{{ with $labels.instance }} on {{ . }}{{ end }}", "{{ with $labels.instance }}"),
+    ("{{ printf \"%.1f\" $value }}", "{{ printf \"%.1f\" $value }}"),
+])
+def test_a_template_the_push_cannot_render_is_refused_at_config_check(
+        rules_copy: Any, am: FakeAlertmanager, caplog, template: str, action: str) -> None:
+    path = rules_copy("KafkaUnderMinIsrPartitions", annotations={"description": template})
+    with pytest.raises(ConfigError) as refused:
+        alertpush.check(config(am.url, ["unclean_election", "under_min_isr"]))
+    message = str(refused.value)
+    for part in ("alert_push.kinds 'under_min_isr'", str(path), "KafkaUnderMinIsrPartitions",
+                 "annotation description", repr(action), "{{ $value }}"):
+        assert part in message, part
+    # only the pushed kinds are checked; a push never raises and skips only that kind
+    alertpush.check(config(am.url, ["unclean_election"]))
+    alertpush.check(config(None, ["under_min_isr"]))
+    push_incidents(config(am.url, ["unclean_election", "under_min_isr"]),
+                   [incident("under_min_isr", "1"), incident()])
+    [(_, body)] = am.bodies
+    assert [a["labels"]["alertname"] for a in body] == ["KafkaUncleanLeaderElection"]
+    assert "cannot render" in caplog.text and alertpush.STATS.failures == 0
+
+
+def test_an_unterminated_template_is_refused(rules_copy: Any) -> None:
+    rules_copy("KafkaOfflinePartitions", annotations={"summary": "{{ $labels.cluster "})
+    with pytest.raises(ConfigError, match="KafkaOfflinePartitions annotation summary: "
+                                          "unterminated template action"):
+        alertpush.spec_for("offline_partitions")
+
+
+def test_a_missing_rule_or_rules_file_is_refused(rules_copy: Any, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    path = rules_copy("KafkaOfflinePartitions")
+    path.write_text(path.read_text().replace("alert: KafkaOfflinePartitions",
+                                             "alert: KafkaOfflinePartitionsRenamed"))
+    with pytest.raises(ConfigError, match="has 0 rules named KafkaOfflinePartitions"):
+        alertpush.check(config("http://x", ["offline_partitions"]))
+    monkeypatch.setenv(alertpush.RULES_ENV, str(tmp_path / "nowhere.yml"))
+    with pytest.raises(ConfigError, match=r"rules file alerts/kafka-health\.rules\.yml .* not "
+                                          r"found \(looked at .*nowhere\.yml\)"):
+        alertpush.check(config("http://x"))
+
+
+def test_the_rules_file_is_found_beside_metrics_schemas(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """As in the image (/opt/kafka-health/{metrics_schemas,alerts}) and spark-submit's
+    working directory: KAFKA_HEALTH_SCHEMAS names the schemas, the rules are beside them."""
+    (tmp_path / "alerts").mkdir()
+    shutil.copy(RULES, tmp_path / "alerts" / RULES.name)
+    monkeypatch.setenv("KAFKA_HEALTH_SCHEMAS", str(tmp_path / "metrics_schemas"))
+    assert alertpush.rules_path() == tmp_path / "alerts" / RULES.name
+    (tmp_path / "alerts" / RULES.name).unlink()
+    assert alertpush.rules_path() == RULES, "else the checkout next to the package"
+
+
+def test_check_config_refuses_a_rule_the_push_cannot_render(rules_copy: Any, tmp_path: Path,
+                                                           capsys) -> None:
+    from streaming.cli import main
+
+    rules_copy("KafkaUncleanLeaderElection",
+               annotations={"summary": "{{ $value | humanize }} elections"})
+    path = tmp_path / "config.yaml"
+    path.write_text("alert_push: {alertmanager_urls: [http://am:9093]}\n")
+    assert main(["check-config", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "config error: alert_push.kinds 'unclean_election'" in err
+    assert "'{{ $value | humanize }}'" in err
+
+
+@pytest.mark.parametrize("value, shown", [
+    (2, "2"), (2.0, "2"), (2.5, "2.5"), (0, "0"), (-3, "-3"), (123456, "123456"),
+    (1234567, "1.234567e+06"), (1e6, "1e+06"), (0.0001, "0.0001"), (0.00001, "1e-05"),
+    (0.1 + 0.2, "0.30000000000000004"), (1e21, "1e+21"), (float("inf"), "+Inf"),
+    (float("nan"), "NaN"), (12345678901234567890, "1.2345678901234567e+19"),
+])
+def test_value_is_printed_as_prometheus_prints_it(value: float, shown: str) -> None:
+    """Go's %v of a float64, which `{{ $value }}` is (checked against promtool in
+    tests/alerts/test_alertpush_render.py)."""
+    assert alertpush.go_value(value) == shown
 
 
 def test_push_and_rule_land_in_one_alertmanager_group() -> None:

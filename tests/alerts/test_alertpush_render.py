@@ -1,0 +1,105 @@
+"""The direct push (streaming/alertpush.py) sends, for every pushed kind, the alert Prometheus
+itself fires for that kind's rule: promtool evaluates alerts/kafka-health.rules.yml on series
+that fire it and must find exactly the labels and annotations `build_alerts` made for the
+same fault (the push-only `source` label and `incident_id` annotation aside).
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from streaming import alertpush
+from streaming.config import AlertPushConfig
+from tests.alerts.test_rules import RULES, assert_ok, by_alert, contract, run, tool
+
+# Values the rules' thresholds all fire on, chosen to cover Go's %v of a float64: an
+# integer, a fraction, the exponent form from 1e6 up and below 1e-4.
+VALUES = (2.0, 2.5, 1234567.0, 0.00001)
+CLUSTER, BROKER = "c1", "3"
+PUSH_ONLY_LABELS = {"alertname", "source"}  # promtool names the alertname apart
+PUSH_ONLY_ANNOTATIONS = {"incident_id"}
+
+
+@pytest.fixture(autouse=True)
+def committed_rules(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(alertpush.RULES_ENV, raising=False)
+
+
+def value_series(kind: str) -> tuple[str, dict[str, str]]:
+    """The series whose value the rule of `kind` reports (its expression's first metric) and
+    the labels it carries: the contract's cluster and, for broker-scoped metrics, broker."""
+    expr = by_alert(alertpush.ALERTNAMES[kind])["expr"]
+    metric = re.match(r"\s*([a-zA-Z_:][a-zA-Z0-9_:]*)", expr).group(1)
+    labels = contract()[metric]
+    assert labels <= {"cluster", "broker"}, f"{metric}: labels {labels} the push cannot know"
+    return metric, {"cluster": CLUSTER, **({"broker": BROKER} if "broker" in labels else {})}
+
+
+def pushed(kind: str, series: dict[str, str], value: float) -> dict[str, Any]:
+    push = AlertPushConfig(alertmanager_urls=["http://am"], kinds=[kind])
+    incident = {"kind": kind, "cluster": CLUSTER, "broker": series.get("broker", "*"),
+                "started_at": datetime(2024, 5, 1, tzinfo=UTC), "resolved_at": None,
+                "peak_value": value, "incident_id": "id"}
+    [alert] = alertpush.build_alerts(push, [incident])
+    return alert
+
+
+def selector(metric: str, labels: dict[str, str]) -> str:
+    return metric + "{" + ",".join(f'{k}="{v}"' for k, v in labels.items()) + "}"
+
+
+def rule_test(kind: str, value: float, edit: Any = None) -> dict[str, Any]:
+    """A promtool test group: the kind's series at `value` for 10 minutes (past any `for:`),
+    every gate open (broker fresh, brokers reporting), and the pushed alert expected."""
+    metric, series = value_series(kind)
+    alert = pushed(kind, series, value)
+    expected = {
+        "exp_labels": {k: v for k, v in alert["labels"].items() if k not in PUSH_ONLY_LABELS},
+        "exp_annotations": {k: v for k, v in alert["annotations"].items()
+                            if k not in PUSH_ONLY_ANNOTATIONS},
+    }
+    if edit:
+        edit(expected)
+    return {
+        "name": f"{kind} pushed with value {value!r} = {alertpush.ALERTNAMES[kind]} as fired",
+        "interval": "10s",
+        "input_series": [
+            {"series": selector(metric, series), "values": f"{value!r}x60"},
+            {"series": selector("kafka_health_broker_stale", {"cluster": CLUSTER,
+                                                              "broker": BROKER}),
+             "values": "0x60"},
+            {"series": selector("kafka_health_brokers_reporting", {"cluster": CLUSTER}),
+             "values": "3x60"},
+        ],
+        "alert_rule_test": [{"eval_time": "5m", "alertname": alert["labels"]["alertname"],
+                             "exp_alerts": [expected]}],
+    }
+
+
+def promtool(tmp_path: Path, groups: list[dict[str, Any]]) -> Any:
+    path = tmp_path / "alertpush.test.yml"
+    rules = alertpush.rules_path()
+    assert rules.resolve() == RULES.resolve(), "the push reads the rules promtool tests"
+    path.write_text(yaml.safe_dump({"rule_files": [str(rules)], "evaluation_interval": "10s",
+                                    "tests": groups}, sort_keys=False, width=1000))
+    return run([tool("promtool"), "test", "rules", str(path)])
+
+
+def test_each_pushed_kind_is_the_alert_prometheus_fires(tmp_path: Path) -> None:
+    groups = [rule_test(kind, value) for kind in alertpush.ALERTNAMES for value in VALUES]
+    assert_ok(promtool(tmp_path, groups))
+
+
+def test_promtool_tells_a_differing_text_apart(tmp_path: Path) -> None:
+    """The comparison above is not vacuous: one character off in the expected text fails."""
+    def off_by_one(expected: dict[str, Any]) -> None:
+        expected["exp_annotations"]["summary"] += "."
+
+    proc = promtool(tmp_path, [rule_test("unclean_election", 2.0, off_by_one)])
+    assert proc.returncode != 0 and "summary" in proc.stdout + proc.stderr
