@@ -33,6 +33,7 @@ _ARROW_TYPES: dict[str, pa.DataType] = {
     "binary": pa.binary(),
     "timestamp": pa.timestamp("us", tz="UTC"),
     "map<string,string>": pa.map_(pa.string(), pa.string()),
+    "array<int>": pa.list_(pa.int32()),
     "array<struct<key:string,value:binary>>": pa.list_(
         pa.struct([("key", pa.string()), ("value", pa.binary())])),
 }
@@ -46,6 +47,7 @@ _SPARK_DDL = {
     "binary": "BINARY",
     "timestamp": "TIMESTAMP",
     "map<string,string>": "MAP<STRING,STRING>",
+    "array<int>": "ARRAY<INT>",
     "array<struct<key:string,value:binary>>": "ARRAY<STRUCT<key: STRING, value: BINARY>>",
 }
 

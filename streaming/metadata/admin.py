@@ -1,0 +1,114 @@
+"""One poll of a cluster through confluent-kafka's AdminClient: brokers with their racks,
+every topic's partitions, and the effective durability configs of every topic.
+
+Three kinds of request per poll, whatever the cluster's size: DescribeCluster (brokers,
+racks, controller), one Metadata request for all topics (leader, replicas, ISR), and
+DescribeConfigs in batches of topics. Any failure raises; the poller turns it into state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import ConfigResource, ConfigSource, ResourceType
+
+from streaming.metadata.model import (
+    SOURCE_BROKER,
+    SOURCE_DEFAULT,
+    SOURCE_TOPIC,
+    BrokerInfo,
+    ClusterSnapshot,
+    PartitionInfo,
+    TopicInfo,
+)
+
+MIN_ISR = "min.insync.replicas"
+UNCLEAN = "unclean.leader.election.enable"
+# A topic deleted between the listing and the describe: it is simply gone.
+_GONE = {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC}
+
+
+def _source(entry: Any) -> str:
+    """topic / broker / default: where a topic's effective value comes from."""
+    if entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG:
+        return SOURCE_TOPIC
+    if entry.source == ConfigSource.DEFAULT_CONFIG:
+        return SOURCE_DEFAULT
+    return SOURCE_BROKER
+
+
+def _int(value: str | None) -> int | None:
+    try:
+        return None if value is None else int(value)
+    except ValueError:
+        return None
+
+
+def _bool(value: str | None) -> bool | None:
+    return None if value is None else value.strip().lower() == "true"
+
+
+def _gone(exc: BaseException) -> bool:
+    error = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
+    return isinstance(error, KafkaError) and error.code() in _GONE
+
+
+def topic_configs(admin: Any, names: Iterable[str], timeout: float,
+                  batch: int = 500) -> dict[str, dict[str, Any]]:
+    """name -> the durability configs' effective values and sources. A topic deleted
+    meanwhile is left out; any other failure (an ACL denying DescribeConfigs) raises,
+    so the poll fails as a whole instead of auditing half the cluster as clean."""
+    names = list(names)
+    out: dict[str, dict[str, Any]] = {}
+    for start in range(0, len(names), batch):
+        resources = [ConfigResource(ResourceType.TOPIC, n) for n in names[start:start + batch]]
+        futures = admin.describe_configs(resources, request_timeout=timeout)
+        for resource, future in futures.items():
+            try:
+                entries = future.result(timeout=timeout + 5)
+            except KafkaException as exc:
+                if _gone(exc):
+                    continue
+                raise
+            min_isr, unclean = entries.get(MIN_ISR), entries.get(UNCLEAN)
+            out[resource.name] = {
+                "min_insync_replicas": None if min_isr is None else _int(min_isr.value),
+                "min_insync_replicas_source": None if min_isr is None else _source(min_isr),
+                "unclean_leader_election_enable":
+                    None if unclean is None else _bool(unclean.value),
+                "unclean_leader_election_source": None if unclean is None else _source(unclean),
+            }
+    return out
+
+
+def _partitions(name: str, partitions: Mapping[int, Any]) -> tuple[PartitionInfo, ...]:
+    return tuple(
+        PartitionInfo(topic=name, partition=p.id, leader=p.leader if p.leader >= 0 else None,
+                      replicas=tuple(p.replicas), isr=tuple(p.isrs))
+        for p in sorted(partitions.values(), key=lambda p: p.id))
+
+
+def fetch_snapshot(admin: Any, cluster: str, polled_at: datetime, timeout: float = 10.0,
+                   batch: int = 500) -> ClusterSnapshot:
+    """The cluster as its Admin API describes it now. Raises KafkaException on failure.
+
+    confluent-kafka's descriptions carry leader, replicas and ISR but neither the
+    eligible leader replicas (KIP-966) nor the leader recovery state (KIP-704): those
+    fields stay None (unknown), see docs/metadata.md.
+    """
+    described = admin.describe_cluster(request_timeout=timeout).result(timeout=timeout + 5)
+    brokers = {n.id: BrokerInfo(n.id, n.rack or None) for n in described.nodes}
+    controller = described.controller.id if described.controller is not None else None
+    listing = admin.list_topics(timeout=timeout)
+    listed = {name: meta for name, meta in listing.topics.items() if meta.partitions}
+    configs = topic_configs(admin, sorted(listed), timeout, batch)
+    topics = {
+        name: TopicInfo(name=name, partitions=_partitions(name, listed[name].partitions),
+                        **configs[name])
+        for name in sorted(listed) if name in configs
+    }
+    return ClusterSnapshot(cluster=cluster, polled_at=polled_at, brokers=brokers,
+                           topics=topics, controller=controller)
