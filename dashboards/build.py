@@ -59,6 +59,9 @@ THRESHOLDS = {
     "source_lag_records": [(GREEN, None), (ORANGE, 500000)],  # KafkaHealthPipelineLagging
     "dq_failures": [(GREEN, None), (ORANGE, 1)],
     "quarantine_ratio": [(GREEN, None), (ORANGE, 0.01)],
+    "audit_findings": [(GREEN, None), (ORANGE, 1)],  # KafkaDurabilityAuditFinding > 0
+    "metadata_up": [(ORANGE, None), (GREEN, 1)],  # KafkaHealthMetadataUnavailable == 0
+    "metadata_age_s": [(GREEN, None), (ORANGE, 300)],  # its `for: 5m`
     "info": [(BLUE, None)],
 }
 
@@ -906,11 +909,64 @@ def durability() -> dict:
                        column("Unmatched shrinks", thr="unmatched_shrinks", decimals=0),
                        column("Broker", links=BROKER_LINK)],
               sort_by="Under-min-ISR", sort_desc=True, h=10),
+        row("Configuration and causes (Admin API)"),
+        stat("Durability audit findings",
+             "Open findings of the durability audit (metrics_schemas/durability.yaml) from "
+             "the latest Admin API poll: min.insync.replicas above RF, RF below 3, "
+             "min.insync.replicas 1, unclean election enabled, racks. Bad: > 0 (orange). "
+             "The durability_audit table names each topic and partition.",
+             [target(f"sum by (cluster) (kafka_health_durability_audit_findings{{{C}}})",
+                     by_c)], thr="audit_findings", w=6),
+        stat("Admin API reachable",
+             "Whether the latest poll of the cluster's Admin API succeeded. Bad: DOWN "
+             "(orange) - audit findings and causes are as of the last success.",
+             [target(f"min by (cluster) (kafka_health_metadata_up{{{C}}})", by_c)],
+             thr="metadata_up", w=6,
+             mappings=value_map([(0, "DOWN", ORANGE), (1, "UP", GREEN)])),
+        stat("Since the last Admin API poll",
+             "Seconds since the latest successful poll (every 30 s by default). Bad: over "
+             "5 minutes (orange).",
+             [target("time() - max by (cluster) "
+                     f"(kafka_health_metadata_last_success_timestamp_seconds{{{C}}})", by_c)],
+             unit="s", thr="metadata_age_s", w=6),
+        table("Admin API errors",
+              "The class of the failing poll: unreachable (no broker answers), unauthorized "
+              "(authentication or ACLs), timeout, misconfigured (client settings), error. "
+              "Empty while the polls succeed.",
+              [target(f"max by (cluster, error) (kafka_health_metadata_error{{{C}}})",
+                      ref="A", instant=True, table=True)],
+              renames={"cluster": "Cluster", "error": "Error"},
+              order=["cluster", "error"], columns=[], w=6, h=4),
+        table("Durability audit findings by rule",
+              "Findings per rule in the latest successful poll; 0 rows are rules with "
+              "none. Bad: orange cells. The runbook KafkaDurabilityAuditFinding says what "
+              "each rule means and how to fix it.",
+              [target(f"max by (cluster, rule) (kafka_health_durability_audit_findings{{{C}}})",
+                      ref="A", instant=True, table=True)],
+              renames={"cluster": "Cluster", "rule": "Rule", "Value #A": "Findings"},
+              order=["cluster", "rule", "Value #A"],
+              columns=[column("Findings", thr="audit_findings", decimals=0)],
+              sort_by="Findings", sort_desc=True, w=12, h=9),
+        table("Brokers behind partitions in trouble",
+              "Per kind (offline, under_min_isr, under_replicated), the brokers missing from "
+              "the most affected partitions: out of their ISR, or down for offline ones. "
+              "The broker to look at is this one, not the leader that reports the "
+              "partitions. Empty while every partition is healthy.",
+              [target("max by (cluster, kind, broker) "
+                      f"(kafka_health_metadata_cause_broker_partitions{{{C}}})",
+                      ref="A", instant=True, table=True)],
+              renames={"cluster": "Cluster", "kind": "Kind", "broker": "Broker",
+                       "Value #A": "Partitions missing it"},
+              order=["cluster", "kind", "broker", "Value #A"],
+              columns=[column("Partitions missing it", decimals=0),
+                       column("Broker", links=BROKER_LINK)],
+              sort_by="Partitions missing it", sort_desc=True, w=12, h=9),
     ]
     return dashboard(
         "kafka-health-durability", "kafka-health / Durability",
         "Replication and data-loss signals: under-min-ISR, at-min-ISR, under-replicated, ISR "
-        "churn, unclean elections, offline partitions, controllers.",
+        "churn, unclean elections, offline partitions, controllers; from the Admin API, the "
+        "durability audit and the brokers behind partitions in trouble.",
         ["durability"], [datasource_var(), cluster_var(), broker_var()], items,
         annotations=[unclean_annotation(CB)],
     )

@@ -5,7 +5,7 @@ partitions, which brokers are missing from their ISR, and how each topic is conf
 Per watched cluster a poller thread (`poller`) fetches a snapshot (`admin`, `model`)
 every 30 s; pure functions turn snapshots into table rows (`changes` for
 cluster_metadata, `audit` + `reconcile` for durability_audit), rank the brokers behind
-the trouble (`causes`); `store` writes the two
+the trouble (`causes`), and set the exporter's gauges (`export`); `store` writes the two
 tables. Thresholds live in metrics_schemas/durability.yaml; docs/metadata.md says how
 to run it and what confluent-kafka does not expose (eligible leader replicas, leader
 recovery state).
@@ -14,6 +14,12 @@ recovery state).
 from streaming.metadata.audit import audit
 from streaming.metadata.causes import KINDS, Cause, rank_causes, top_brokers_by_kind
 from streaming.metadata.changes import snapshot_changes
+from streaming.metadata.export import (
+    export_causes,
+    export_findings,
+    export_health,
+    export_poll,
+)
 from streaming.metadata.health import ERROR_CLASSES, PollerHealth
 from streaming.metadata.model import BrokerInfo, ClusterSnapshot, PartitionInfo, TopicInfo
 from streaming.metadata.poller import MetadataPoller, PollerSettings, PollResult
@@ -38,6 +44,10 @@ __all__ = [
     "Recorded",
     "TopicInfo",
     "audit",
+    "export_causes",
+    "export_findings",
+    "export_health",
+    "export_poll",
     "load_rules",
     "rank_causes",
     "reconcile",

@@ -335,12 +335,16 @@ BOUNDS = ["mmap", "file_descriptors", "recovery", "max_broker_partitions", "base
 KINDS = ["under_min_isr", "offline_partitions", "unclean_election", "controller",
          "saturation", "stale_broker"]
 REASONS = ["not_json", "nan_value"]
+AUDIT_RULES = ["replication_factor_below_minimum", "unclean_leader_election_enabled"]
 # Omitted by the quiet healthy cluster's exporter (see module docstring).
 OPTIONAL_IN_HEALTHY = {
     "kafka_health_days_to_partition_ceiling",
     "kafka_health_open_incidents",
     "kafka_health_pipeline_quarantined_records_total",
     "kafka_health_pipeline_identity_defaulted_samples_total",
+    # the Admin API poller's error class and cause brokers exist only while in trouble
+    "kafka_health_metadata_error",
+    "kafka_health_metadata_cause_broker_partitions",
 }
 
 
@@ -390,13 +394,19 @@ def _value(metric: str, labels: dict[str, str], troubled: bool) -> float:
         "kafka_health_pipeline_alert_push_failures_total": 2 if troubled else 0,
         "kafka_health_pipeline_exported_series": 4200,
         "kafka_health_pipeline_series_dropped_total": 30 if troubled else 0,
+        "kafka_health_metadata_up": 0 if troubled else 1,
+        "kafka_health_metadata_last_success_timestamp_seconds": time.time() - 20,
+        "kafka_health_metadata_error": 1,
+        "kafka_health_durability_audit_findings": 2 if troubled else 0,
+        "kafka_health_metadata_cause_broker_partitions": 4,
     }
     return float(table[metric])
 
 
 def _label_sets(labelnames: list[str], clusters: dict[str, list[str]]) -> list[dict[str, str]]:
     extra_values = {"bound": BOUNDS, "binding_bound": ["file_descriptors"], "kind": KINDS,
-                    "reason": REASONS, "field": ["cluster"]}
+                    "reason": REASONS, "field": ["cluster"], "rule": AUDIT_RULES,
+                    "error": ["unauthorized"]}
     sets: list[dict[str, str]] = [{}]
     for name in labelnames:
         if name == "cluster":

@@ -1,0 +1,89 @@
+"""The metadata view on the exporter's gauges: poller health, audit findings per rule,
+and the brokers behind the partitions in trouble.
+
+Cardinality stays bounded by construction: per watched cluster, one health series plus
+one error series, one findings series per rule (explicit zeros), and at most
+`top_cause_brokers` brokers per kind; never a topic or partition label. Each function
+replaces the cluster's series of its gauge, so a broker that left the top N, or an
+error class that no longer applies, disappears instead of lingering.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from streaming.metadata.causes import top_brokers_by_kind
+from streaming.metadata.health import PollerHealth
+from streaming.metadata.model import ClusterSnapshot
+from streaming.metadata.rules import RULES
+
+if TYPE_CHECKING:  # the exporter imports the config, which may import this package
+    from streaming.exporter import Exporter
+
+UP = "kafka_health_metadata_up"
+LAST_SUCCESS = "kafka_health_metadata_last_success_timestamp_seconds"
+ERROR = "kafka_health_metadata_error"
+FINDINGS = "kafka_health_durability_audit_findings"
+CAUSES = "kafka_health_metadata_cause_broker_partitions"
+
+
+def _replace(exporter: Exporter, name: str, cluster: str,
+             values: Mapping[tuple[str, ...], float]) -> None:
+    """Make `values` (labels after `cluster` -> value) the cluster's only series of the
+    gauge: set them, remove the cluster's others."""
+    gauge = exporter.gauges[name]
+    labelnames = exporter.labelnames[name]
+    held = set()
+    for family in gauge.collect():
+        for sample in family.samples:
+            if sample.labels.get("cluster") == cluster:
+                held.add(tuple(sample.labels[n] for n in labelnames[1:]))
+    for rest in held - set(values):
+        with contextlib.suppress(KeyError):  # the exporter's TTL may have dropped it
+            gauge.remove(cluster, *rest)
+    for rest, value in values.items():
+        gauge.labels(cluster, *rest).set(value)
+
+
+def export_health(exporter: Exporter, health: PollerHealth) -> None:
+    """up 1/0 after the latest attempt, the time of the latest success, and while failing
+    the error class (kafka_health_metadata_error = 1 for that class only)."""
+    if health.up is None:
+        return
+    cluster = health.cluster
+    _replace(exporter, UP, cluster, {(): 1.0 if health.up else 0.0})
+    if health.last_success_at is not None:
+        _replace(exporter, LAST_SUCCESS, cluster, {(): health.last_success_at.timestamp()})
+    _replace(exporter, ERROR, cluster, {} if health.up or health.error is None
+             else {(health.error,): 1.0})
+
+
+def export_findings(exporter: Exporter, cluster: str, findings: Iterable[Mapping[str, Any]],
+                    rules: Iterable[str] = RULES) -> None:
+    """Findings per rule, 0 for every rule without one (so "none" is visible)."""
+    counts = {(rule,): 0.0 for rule in rules}
+    for finding in findings:
+        counts[(finding["rule"],)] = counts.get((finding["rule"],), 0.0) + 1.0
+    _replace(exporter, FINDINGS, cluster, counts)
+
+
+def export_causes(exporter: Exporter, snapshot: ClusterSnapshot, top_n: int = 3) -> None:
+    """Per kind (offline, under_min_isr, under_replicated): the top N brokers missing from
+    the most affected partitions, valued by those partitions. A healthy cluster has none."""
+    values = {(kind, str(broker)): float(count)
+              for kind, ranked in top_brokers_by_kind(snapshot, top_n).items()
+              for broker, count in ranked}
+    _replace(exporter, CAUSES, snapshot.cluster, values)
+
+
+def export_poll(exporter: Exporter, health: PollerHealth, snapshot: ClusterSnapshot | None,
+                findings: Iterable[Mapping[str, Any]] | None, top_n: int = 3) -> None:
+    """Everything of one poll: health always; findings and causes when it succeeded (a
+    failed poll keeps the last ones, which the alert rules gate on `up`)."""
+    export_health(exporter, health)
+    if snapshot is not None:
+        if findings is not None:
+            export_findings(exporter, snapshot.cluster, findings)
+        export_causes(exporter, snapshot, top_n)
