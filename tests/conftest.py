@@ -40,7 +40,7 @@ def broker() -> Iterator[Any]:
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     from streaming.config import load_config
-    from streaming.job import build_spark
+    from streaming.runtime.spark_session import build_spark
 
     session = build_spark(load_config(None, environ={}))
     yield session

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -287,3 +288,30 @@ def incident_runs(conditions: pa.Table) -> pa.Table:
     })
     return table.sort_by([("cluster", "ascending"), ("broker", "ascending"),
                           ("kind", "ascending"), ("started_at", "ascending")]).cast(schema)
+
+
+def anchor_incidents(computed: pa.Table, earlier: pa.Table, horizon: datetime) -> pa.Table:
+    """Runs that continue an incident started before the horizon keep its id and start.
+
+    `earlier` holds incidents that started before the horizon and were open (or resolved
+    inside it) when last written. The first recomputed run of the same series continues
+    it when it starts before that resolution; an open one with no continuing run is closed
+    at the horizon, the earliest time the recomputation can vouch for.
+    """
+    if earlier.num_rows == 0:
+        return computed
+    rows = computed.to_pylist()
+    first_run: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for row in sorted(rows, key=lambda r: r["started_at"]):
+        first_run.setdefault((row["cluster"], row["broker"], row["kind"]), row)
+    for previous in earlier.to_pylist():
+        key = (previous["cluster"], previous["broker"], previous["kind"])
+        run = first_run.get(key)
+        resolved = previous["resolved_at"]
+        if run is not None and (resolved is None or run["started_at"] <= resolved):
+            run["incident_id"] = previous["incident_id"]
+            run["started_at"] = previous["started_at"]
+            run["peak_value"] = max(run["peak_value"] or 0.0, previous["peak_value"] or 0.0)
+        elif resolved is None:
+            rows.append({**previous, "resolved_at": horizon})
+    return pa.Table.from_pylist(rows, schema=computed.schema)

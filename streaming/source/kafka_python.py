@@ -46,7 +46,7 @@ from pyspark.sql.datasource import (
 from streaming.config import SecretRef
 from streaming.decode.packing import PACKED_DDL, pack
 from streaming.decode.records import DecodeContext, decode_record_batch
-from streaming.gc_policy import pace_cycle_collector
+from streaming.runtime.gc_policy import pace_cycle_collector
 from streaming.schemas import arrow_schema, spark_ddl
 
 LOG = logging.getLogger("kafka_health.source")

@@ -290,7 +290,7 @@ class DemoNarration:
 
 def summary(narrator: IncidentNarrator, config: Config, data: Path) -> str:
     """The end of a demo: what happened, the HTML report (written now) and the tables."""
-    from streaming.job import TABLES
+    from streaming.pipeline.tables import TABLES
     from streaming.report import write_report
 
     try:

@@ -29,7 +29,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from streaming.config import load_config  # noqa: E402
-from streaming.job import build_spark  # noqa: E402
+from streaming.runtime.spark_session import build_spark  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "checkpoint-files.json"
 MANAGERS = {

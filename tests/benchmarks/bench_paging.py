@@ -49,7 +49,8 @@ if str(REPO) not in sys.path:
 from streaming import alertpush  # noqa: E402
 from streaming.config import load_config  # noqa: E402
 from streaming.exporter import Exporter  # noqa: E402
-from streaming.job import Job, build_spark  # noqa: E402
+from streaming.job import Job  # noqa: E402
+from streaming.runtime.spark_session import build_spark  # noqa: E402
 from streaming.simulate.model import ClusterModel  # noqa: E402
 from streaming.testbed.kafka import create_topic, metrics_cluster  # noqa: E402
 from tests.e2e.stack import (  # noqa: E402

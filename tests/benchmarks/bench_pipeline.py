@@ -156,7 +156,7 @@ def records_in(progress: Any) -> int:
     """Kafka records of one batch, from its offsets (Spark's numInputRows counts the packed
     blobs the source yields, one per decoded chunk). `progress` is the query's lastProgress;
     its offsets are read from the progress JSON, where they are JSON objects."""
-    from streaming.job import offsets_json
+    from streaming.runtime.progress import offsets_json
 
     source = json.loads(progress.json)["sources"][0]
     start, end = (value if isinstance(value, dict) else offsets_json(value) or {}

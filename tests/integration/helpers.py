@@ -19,7 +19,7 @@ from deltalake.exceptions import TableNotFoundError
 from streaming.config import Config, load_config
 from streaming.exporter import Exporter
 from streaming.job import Job
-from streaming.planning_daemons import PLANNING_MODULES
+from streaming.runtime.planning_daemons import PLANNING_MODULES
 from streaming.testbed.kafka import free_port
 from tests.benchmarks.proctree import process_tree
 from tests.conftest import wait_for

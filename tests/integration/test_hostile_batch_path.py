@@ -31,7 +31,7 @@ from streaming.config import load_config
 from streaming.decode.records import DecodeContext, reason_category
 from streaming.decode.stage import decode_stage
 from streaming.exporter import Exporter
-from streaming.job import BatchProcessor
+from streaming.pipeline.batch import BatchProcessor
 from tests.hostile import URP, Bounds, Hostile, every_class, good_jolokia, jolokia
 
 pytestmark = pytest.mark.integration

@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry
 from streaming.broker_admission import BrokerAdmission
 from streaming.config import Config
 from streaming.exporter import Exporter
-from streaming.job import BatchProcessor
+from streaming.pipeline.batch import BatchProcessor
 from streaming.schemas import decoded_arrow_schema
 from tests.unit.test_open_windows import PackedBatch, as_bronze
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from streaming.config import ConfigError, load_config
-from streaming.job import TABLES
+from streaming.pipeline.tables import TABLES
 from streaming.source.kafka_python import READER_PREFETCH_KBYTES
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -147,7 +147,7 @@ def test_strimzi_cluster_is_among_the_default_cluster_labels():
 
 
 def test_defaulted_samples_are_counted_per_field_and_warned_about_per_topic(caplog):
-    from streaming.job import DefaultedIdentity
+    from streaming.pipeline.identity_warning import DefaultedIdentity
 
     registry = CollectorRegistry()
     exporter = Exporter(registry)

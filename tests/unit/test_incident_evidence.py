@@ -16,7 +16,7 @@ import pytest
 
 from streaming import alertpush
 from streaming.config import Config
-from streaming.job import BatchProcessor
+from streaming.pipeline.batch import BatchProcessor
 from tests.unit.test_alertpush import FakeAlertmanager
 
 W0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -56,8 +56,8 @@ def batch(proc: BatchProcessor, minute: int) -> list[tuple[str, str]]:
     incidents then stored as (kind, broker)."""
     at = W0 + timedelta(minutes=minute)
     batch_id = next(BATCH_IDS)
-    proc.update_cluster_signals(["c"], at, at, batch_id)
-    proc.update_incidents(["c"], at, at, batch_id)
+    proc.stages.update_cluster_signals(["c"], at, at, batch_id)
+    proc.stages.update_incidents(["c"], at, at, batch_id)
     rows = proc.tables["incidents"].read(columns=["kind", "broker"]).to_pylist()
     return sorted((r["kind"], r["broker"]) for r in rows)
 

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from streaming.config import Config
-from streaming.job import BatchProcessor
+from streaming.pipeline.batch import BatchProcessor
 
 WINDOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 HOSTILE = ["it's", 'a"b\'c', "x\ny", "back\\slash", "nul\x00byte", "') OR 1=1 --", ""]
@@ -48,7 +48,7 @@ def open_incidents(proc: BatchProcessor, cluster: str) -> list[str]:
 
 
 def reconcile(proc: BatchProcessor, clusters: list[str]) -> None:
-    proc.update_incidents(clusters, WINDOW, WINDOW, next(BATCH_IDS))
+    proc.stages.update_incidents(clusters, WINDOW, WINDOW, next(BATCH_IDS))
 
 
 def check_one_name(proc: BatchProcessor, name: str) -> None:

@@ -19,7 +19,8 @@ import pytest
 
 from streaming.config import Config
 from streaming.decode.packing import pack
-from streaming.job import BatchProcessor
+from streaming.pipeline.batch import BatchProcessor
+from streaming.pipeline.recovery import PendingMarker
 from streaming.schemas import arrow_schema, decoded_arrow_schema
 from tests.conftest import wait_for
 from tests.integration.helpers import assert_same_tables, comparable
@@ -110,12 +111,12 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, list[boo
         replay = batch_id == len(sequence) // 2  # the same batch again, as after a failure
         for proc in (held, recomputing):
             for bid in ([batch_id, batch_id] if replay else [batch_id]):
-                proc.timings = {}
-                proc.open_windows.begin(bid)
+                proc.stages.timings = {}
+                proc.stages.open_windows.begin(bid)
                 proc.tables["bronze"].append(bronze, bid)  # a replay's append is a no-op
-                proc.update_signals(bronze, bid)
+                proc.stages.update_signals(bronze, bid)
                 if proc is held:
-                    answered.append("slice" not in proc.timings)
+                    answered.append("slice" not in proc.stages.timings)
     return root / "held", root / "recomputed", answered
 
 
@@ -153,9 +154,9 @@ def run_both(root: Path, sequence: list[list[dict]]) -> dict[str, float | None]:
         for batch_id, rows in enumerate(sequence):
             bronze = as_bronze(rows, offset)
             offset += len(rows)
-            proc.open_windows.begin(batch_id)
+            proc.stages.open_windows.begin(batch_id)
             proc.tables["bronze"].append(bronze, batch_id)
-            proc.update_signals(bronze, batch_id)
+            proc.stages.update_signals(bronze, batch_id)
         frame = comparable(root / name, "broker_signals")
         frame = frame[frame["broker"] == "2"]
         out[name] = dict(zip(frame["window_start"].astype(str),
@@ -194,10 +195,10 @@ def test_a_batch_whose_signals_were_pending_is_recomputed_on_restart(
     sequence = batches()[:died_at + (8 if replayed else 1)]
 
     def feed(proc: BatchProcessor, batch_id: int) -> None:
-        proc.timings = {}
-        proc.open_windows.begin(batch_id)
+        proc.stages.timings = {}
+        proc.stages.open_windows.begin(batch_id)
         proc.tables["bronze"].append(bronzes[batch_id], batch_id)
-        proc.update_signals(bronzes[batch_id], batch_id)
+        proc.stages.update_signals(bronzes[batch_id], batch_id)
 
     offsets = [sum(len(rows) for rows in sequence[:i]) for i in range(len(sequence))]
     bronzes = [as_bronze(rows, offset) for rows, offset in zip(sequence, offsets, strict=True)]
@@ -208,14 +209,14 @@ def test_a_batch_whose_signals_were_pending_is_recomputed_on_restart(
     marker = tmp_path / "checkpoint" / "pending.json"
     marker.parent.mkdir()
     first = processor(tmp_path / "crashed", True)
-    first.pending = marker
+    first.pending = PendingMarker(marker)
     for batch_id in range(died_at):
         feed(first, batch_id)
     first.tables["bronze"].append(bronzes[died_at], died_at)
-    first.mark_pending(died_at, *first.touched(bronzes[died_at]))
+    first.mark_pending(died_at, *first.stages.touched(bronzes[died_at]))
 
     again = processor(tmp_path / "crashed", True)
-    again.pending = marker
+    again.pending = PendingMarker(marker)
     assert again.recover() == died_at and not marker.exists()
     assert again.recover() is None
     for batch_id in range(died_at + 1 if not replayed else died_at, len(sequence)):
@@ -254,7 +255,7 @@ def test_a_batch_that_fails_before_its_handoff_writes_no_signal_and_replays_exac
     reference, failing = processor(tmp_path / "reference", True), processor(tmp_path / "failing",
                                                                             True)
     for name, proc in (("reference", reference), ("failing", failing)):
-        proc.pending = tmp_path / "checkpoint" / f"{name}.json"
+        proc.pending = PendingMarker(tmp_path / "checkpoint" / f"{name}.json")
     fail_at, failed = 9, []
     # bronze's append(data, batch_id) or the processor's mark_pending(batch_id, ...)
     owner, method, id_at = ((failing.tables["bronze"], "append", 1) if fails == "bronze_append"
@@ -263,10 +264,10 @@ def test_a_batch_that_fails_before_its_handoff_writes_no_signal_and_replays_exac
 
     def fail_once(*args: object) -> object:
         if args[id_at] == fail_at and not failed:
-            wait_for(lambda: failing.open_windows.last_batch == fail_at
-                     and "broker_signals" in failing.timings, 30,
+            wait_for(lambda: failing.stages.open_windows.last_batch == fail_at
+                     and "broker_signals" in failing.stages.timings, 30,
                      "the held windows absorbing the batch on their thread", every=0.01)
-            assert failing.open_windows.partials
+            assert failing.stages.open_windows.partials
             failed.append(fail_at)
             raise OSError("No space left on device")
         return original(*args)
@@ -280,7 +281,7 @@ def test_a_batch_that_fails_before_its_handoff_writes_no_signal_and_replays_exac
             with pytest.raises(OSError, match="No space"):
                 failing(batch, batch_id)
             assert failing.tables["broker_signals"].ensure().version() == signals
-            assert not failing.pending.exists() and not failing.open_windows.partials
+            assert not failing.pending.exists() and not failing.stages.open_windows.partials
             assert failing.tables["bronze"].committed(fail_at) == (fails == "pending_marker")
         failing(batch, batch_id)
     for proc in (reference, failing):

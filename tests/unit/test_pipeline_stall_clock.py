@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from streaming.exporter import Exporter
-from streaming.job import ProgressListener
+from streaming.runtime.progress import ProgressListener
 
 
 def test_a_started_query_is_not_stalled_before_its_first_batch() -> None:

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 from py4j.protocol import Py4JError
 
-from streaming.planning_daemons import stop_planning_daemons
+from streaming.runtime.planning_daemons import stop_planning_daemons
 
 
 def session_whose_spark_env(get) -> SimpleNamespace:

@@ -16,7 +16,8 @@ from streaming import poison
 from streaming.config import Config
 from streaming.exporter import Exporter
 from streaming.failpoints import InjectedPoison
-from streaming.job import BatchProcessor
+from streaming.pipeline.batch import BatchProcessor
+from streaming.pipeline.recovery import PendingMarker
 from tests.unit.test_open_windows import PackedBatch, as_bronze
 
 START = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -43,7 +44,7 @@ def processor(tmp_path: Path, deferred: bool, exporter: Exporter | None = None
     checkpoint = tmp_path / "checkpoint"
     checkpoint.mkdir(exist_ok=True)
     return BatchProcessor(config, exporter, app_id="app",
-                          pending=checkpoint / "pending.json" if deferred else None,
+                          pending=PendingMarker(checkpoint / "pending.json") if deferred else None,
                           failed_batch=checkpoint / poison.FAILED_BATCH)
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from streaming.job import offsets_json, offsets_lost
-from streaming.progress_events import progress_from_json
+from streaming.runtime.progress import offsets_json, offsets_lost
+from streaming.runtime.progress_events import progress_from_json
 
 # Two progress events of the job as Spark's StreamingQueryProgress.json() wrote them
 # (a 5 M-record run over the embedded broker): the first batch has no start offset.

@@ -67,7 +67,7 @@ def test_predicates_come_from_the_cutoff_only() -> None:
 
 
 def test_retention_runs_from_the_batch_processor(tmp_path: Path) -> None:
-    from streaming.job import BatchProcessor
+    from streaming.pipeline.batch import BatchProcessor
     from tests.unit.test_open_windows import PackedBatch
 
     config = Config()

@@ -7,7 +7,8 @@ from typing import Any
 
 from streaming.config import load_config
 from streaming.exporter import Exporter
-from streaming.job import LagProbe, ProgressListener
+from streaming.runtime.lag_probe import LagProbe
+from streaming.runtime.progress import ProgressListener
 from streaming.testbed.kafka import free_port
 
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from streaming.config import load_config
-from streaming.job import spark_conf
+from streaming.runtime.spark_session import spark_conf
 
 MANAGER = "spark.sql.streaming.checkpointFileManagerClass"
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pyspark
 
-from streaming.spark_daemon import bundled_archives, moduleless_archives
+from streaming.runtime.spark_daemon import bundled_archives, moduleless_archives
 
 
 def test_only_archives_inside_an_installed_pyspark_are_dropped(tmp_path: Path) -> None:
@@ -36,7 +36,7 @@ def test_archives_without_python_are_dropped_and_the_others_kept(tmp_path: Path)
 def test_workers_still_import_pyspark_without_the_archives() -> None:
     installed = Path(pyspark.__file__).parent / "python" / "lib"
     archives = ":".join(str(p) for p in installed.glob("*.zip"))
-    probe = ("import sys; from streaming.spark_daemon import bundled_archives; "
+    probe = ("import sys; from streaming.runtime.spark_daemon import bundled_archives; "
              "sys.path[:] = [p for p in sys.path if p not in bundled_archives(sys.path)]; "
              "import pyspark.daemon, py4j; print(pyspark.daemon.__file__)")
     out = subprocess.run([sys.executable, "-c", probe], env={"PYTHONPATH": archives},
@@ -50,7 +50,7 @@ def test_the_daemon_leaves_no_zip_importer_for_invalidate_caches_to_reread(tmp_p
     archives = ":".join([*(str(p) for p in (installed / "python" / "lib").glob("*.zip")),
                          *(str(p) for p in (installed / "jars").glob("spark-core_*.jar"))])
     probe = ("import runpy, sys, zipimport; runpy.run_module = lambda *a, **k: None; "
-             "from streaming import spark_daemon; spark_daemon.main(); "
+             "from streaming.runtime import spark_daemon; spark_daemon.main(); "
              "print(sum(isinstance(f, zipimport.zipimporter) "
              "for f in sys.path_importer_cache.values()))")
     # from elsewhere than the repo, finding `streaming` walks the archives first

@@ -17,7 +17,7 @@ import pytest
 
 from streaming.cli import main
 from streaming.config import Config
-from streaming.job import BatchProcessor
+from streaming.pipeline.batch import BatchProcessor
 from streaming.report import headroom_table
 from streaming.report.tables import latest_per_broker, read_table
 from streaming.report.text import shown
@@ -64,7 +64,7 @@ def delta_root(tmp_path_factory: pytest.TempPathFactory) -> str:
         if window <= SILENT_AFTER:
             rows.append(signal_row(signals, PROD, "3", window, 0.0))
         signals.upsert(pa.Table.from_pylist(rows, schema=signals.schema), next(batch_ids))
-        proc.update_incidents([PROD, ODD], window, window, next(batch_ids))
+        proc.stages.update_incidents([PROD, ODD], window, window, next(batch_ids))
     headroom = proc.tables["partition_headroom"]
     rows = [headroom_row(headroom, c, b, h) for (c, b), h in HEADROOM.items()]
     headroom.upsert(pa.Table.from_pylist(rows, schema=headroom.schema), next(batch_ids))

@@ -16,8 +16,8 @@ import pytest
 
 from streaming.config import Config, ConfigError, load_config
 from streaming.decode.records import DecodeContext, decode_record_batch, reason_category
-from streaming.job import newest_event, touched_spans
 from streaming.schemas import arrow_schema
+from streaming.signals.spans import newest_event, touched_spans
 
 BEYOND_DATETIME_MS = 253402300800000 + 10**9  # 10000-01-12: datetime cannot hold it
 YEAR_9999_MS = int(datetime(9999, 12, 31, 23, 59, 50, tzinfo=UTC).timestamp() * 1000)

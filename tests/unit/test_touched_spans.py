@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pyarrow as pa
 
-from streaming.job import touched_spans
+from streaming.signals.spans import touched_spans
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 

@@ -10,7 +10,7 @@ most of a small read task's time. With a pip-installed pyspark the zips hold the
 next to them, so the workers import that package instead; a Spark distribution whose
 pyspark lives only in its zip keeps the zip.
 
-Selected by `spark.python.daemon.module` (see `job.spark_conf`).
+Selected by `spark.python.daemon.module` (see `spark_session.spark_conf`).
 """
 
 from __future__ import annotations

@@ -1,0 +1,316 @@
+"""The foreachBatch body: bronze and quarantine, then the after-bronze stages.
+
+With a pending marker the after-bronze stages run on a thread of their own that overlaps
+Spark's read of the next batch, so that on two cores the driver's work and the read tasks
+do not take turns; without one everything runs inside foreachBatch. Every step is
+idempotent or a recomputation from bronze, so a batch replayed after a crash (same batch
+id, same offsets) converges to the same tables.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+import time
+from collections import deque
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame
+
+from streaming import failpoints, poison
+from streaming.broker_admission import BrokerAdmission
+from streaming.config import Config
+from streaming.decode.packing import unpack
+from streaming.decode.records import reason_category
+from streaming.exporter import Exporter
+from streaming.pipeline.handoff import Handoff, PreviousBatchFailed
+from streaming.pipeline.identity_warning import DefaultedIdentity
+from streaming.pipeline.recovery import Pending, PendingMarker
+from streaming.pipeline.signal_stages import SignalStages
+from streaming.pipeline.stats import BatchStats, stopwatch
+from streaming.pipeline.tables import compact, open_tables
+from streaming.quality import BronzeValidator
+from streaming.retention import Retention
+from streaming.signals.spans import Span, newest_event
+from streaming.sinks.delta_rs import DeltaRsTable
+
+LOG = logging.getLogger("kafka_health.batch")
+
+
+class BatchProcessor:
+    """The foreachBatch body: bronze + quarantine, then recompute the touched windows.
+
+    With `pending` (the marker of owed signals) the recomputation is deferred to a thread
+    that overlaps the next batch's read; without it everything runs inside foreachBatch.
+    """
+
+    def __init__(self, config: Config, exporter: Exporter | None,
+                 app_id: str = "kafka-health", pending: PendingMarker | None = None,
+                 failed_batch: str | None = None) -> None:
+        self.config = config
+        self.exporter = exporter
+        self.pending = pending
+        # The failed batch's note (streaming.poison), beside the pending marker by default.
+        self.failures = poison.FailureLog(failed_batch or (
+            pending.sibling(poison.FAILED_BATCH) if pending is not None else None))
+        self.attempt: tuple[int, pa.Table] | None = None  # the running batch's decoded rows
+        self.stats = BatchStats()  # the newest batch whose every step is done
+        # What each recent batch read and wrote, for the listener (which runs after the
+        # batch, possibly after the next one has begun); a few are kept, the listener pops.
+        self.facts: dict[int, BatchStats] = {}
+        self.deferred: threading.Thread | None = None
+        self.handoff: Handoff | None = None  # the running deferred steps' go-ahead
+        self.deferred_error: BaseException | None = None
+        self.finished: deque[BatchStats] = deque(maxlen=64)  # newest last, for benchmarks
+        self.validator = BronzeValidator(config.quality.validate_every_n_batches,
+                                         config.quality.sample_rows)
+        self.defaulted = DefaultedIdentity(config.identity.default_cluster)
+        self.admission = BrokerAdmission(config.quality.max_brokers_per_cluster,
+                                         config.quality.max_clusters)
+        self.retention = Retention(config.delta)
+        self.set_app_id(app_id)
+
+    def set_app_id(self, app_id: str) -> None:
+        """Transactions are keyed by the query id, so a new checkpoint never skips batches."""
+        self.app_id = app_id
+        self.tables = open_tables(self.config.delta.path, app_id)
+        # Poison records leave bronze and enter quarantine in transactions of their own: the
+        # failed attempt may have committed the batch's own already.
+        self.poison_tables = {name: DeltaRsTable(self.config.delta.path, name,
+                                                 f"{app_id}:poison")
+                              for name in ("bronze", "quarantine")}
+        self.stages = SignalStages(self.config, self.exporter, self.tables)
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        try:
+            self.process(batch, batch_id)
+        except BaseException as err:
+            if self.handoff is not None:
+                self.handoff.cancel()
+            self.wait_deferred()
+            self.stages.open_windows.clear()  # the batch may have been absorbed: never count it twice
+            attempt, self.attempt = self.attempt, None
+            if (isinstance(err, Exception) and not isinstance(err, PreviousBatchFailed)
+                    and attempt is not None and attempt[0] == batch_id):
+                self.failures.record(self.app_id, batch_id, poison.offset_ranges(attempt[1]),
+                                     err)
+            raise
+        self.attempt = None
+
+    def process(self, batch: DataFrame, batch_id: int) -> None:
+        timings: dict[str, float] = {}
+        with stopwatch(timings, "read+decode"):
+            decoded, records = unpack(batch.toArrow())
+        self.attempt = (batch_id, decoded)
+        # The previous batch's signals first: they must not see this batch's bronze.
+        self.finish_deferred()
+        good = pc.is_null(decoded["reject_reason"])
+        bronze = decoded.filter(good)
+        rejected = decoded.filter(pc.invert(good))
+        failure = self.failures.failed(self.app_id, batch_id)
+        if failure is not None:
+            bronze = self.cull(bronze, failure, batch_id)
+        bronze, refused = self.admission(bronze)  # before anything holds their state
+        if refused.num_rows:
+            rejected = pa.concat_tables([rejected, refused])
+        handoff = None
+        if self.pending is not None:
+            # The held windows absorb the batch on the deferred thread while this one writes
+            # bronze (delta-rs leaves the GIL while it encodes and writes), on a core the
+            # read tasks are not using then. Nothing leaves the process until the handoff.
+            self.handoff = handoff = Handoff()
+            thread = threading.Thread(
+                target=self.run_deferred, args=(bronze, batch_id, handoff),
+                name=f"kafka-health-signals-{batch_id}", daemon=True)
+            thread.start()
+            self.deferred = thread  # once started: joining an unstarted thread raises
+        with stopwatch(timings, "bronze"):
+            appended = self.tables["bronze"].append(bronze, batch_id)
+        failpoints.hit("bronze_committed")
+        if appended:  # a replayed batch was counted the first time
+            self.defaulted(bronze, self.exporter)
+        if rejected.num_rows:
+            self.quarantine(self.tables["quarantine"], rejected, batch_id)
+        facts = BatchStats(
+            batch_id=batch_id, records=records, bronze_rows=bronze.num_rows,
+            quarantined=rejected.num_rows,
+            newest_event=newest_event(bronze),
+            timings=timings,
+        )
+        self.facts[batch_id] = facts
+        for old in [b for b in list(self.facts) if b < batch_id - 16]:
+            self.facts.pop(old, None)  # the listener pops them from its own thread
+        if bronze.num_rows and self.validator.due(batch_id):  # before Spark's commit: once
+            with stopwatch(timings, "quality"):
+                self.check_quality(bronze, batch_id)
+        touched = self.stages.touched(bronze) if bronze.num_rows else None
+        if handoff is None:
+            self.after_bronze(bronze, touched, facts, self.absorb(bronze, batch_id))
+            return
+        if touched is not None:
+            self.mark_pending(batch_id, *touched)
+        handoff.release(touched, facts)
+
+    def quarantine(self, table: DeltaRsTable, rejected: pa.Table, batch_id: int) -> None:
+        """Decoded-schema reject rows into a quarantine table, once per batch id, counted
+        by reason category."""
+        quarantine = pa.table({
+            "ingest_ts": rejected["ingest_ts"],
+            "source_topic": rejected["source_topic"],
+            "source_partition": rejected["source_partition"],
+            "source_offset": rejected["source_offset"],
+            "source_format": rejected["source_format"],
+            "reason": rejected["reject_reason"],
+            "raw": rejected["raw"],
+        })
+        if table.append(quarantine, batch_id) and self.exporter:
+            for reason in rejected["reject_reason"].to_pylist():
+                self.exporter.count("kafka_health_pipeline_quarantined_records_total",
+                                    reason=reason_category(reason))
+
+    def cull(self, rows: pa.Table, failure: poison.Failure, batch_id: int) -> pa.Table:
+        """The batch's samples without its poison records, which go to quarantine and
+        leave bronze (the failed attempt may have committed them): see streaming.poison."""
+
+        def fails(subset: pa.Table) -> bool:
+            try:
+                self.stages.trial(subset, self.admission)
+            except Exception as err:  # the recorded failure again, or not this one
+                return type(err).__name__ == failure.error
+            return False
+
+        if not rows.num_rows or not fails(rows):
+            LOG.warning("batch %d failed before (%s, %d time(s)) but its samples pass the "
+                        "driver stages in a trial: processing it as usual", batch_id,
+                        failure.error, failure.count)
+            return rows
+        records = poison.isolate(rows, fails)
+        LOG.error("batch %d: %d poison record(s) fail the driver stages (%s): quarantined as "
+                  "%s (the quarantine table has their topic, partition and offset), the "
+                  "rest of the batch goes on", batch_id, records.num_rows, failure.error,
+                  poison.REASON)
+        self.quarantine(self.poison_tables["quarantine"],
+                        poison.rejects(rows, records, failure.error), batch_id)
+        if self.tables["bronze"].committed(batch_id):
+            self.poison_tables["bronze"].delete_rows(records, batch_id)
+        return poison.without(rows, records)
+
+    def absorb(self, bronze: pa.Table, batch_id: int) -> pa.Table | None:
+        """The batch into the held windows: broker_signals rows of the windows it touched,
+        or None when they are to be recomputed from bronze. Only memory changes here, so it
+        may run before the batch's bronze is committed (a failed batch clears the windows)."""
+        self.stages.timings = {}
+        self.stages.open_windows.begin(batch_id)
+        return self.stages.held_rows(bronze)
+
+    def after_bronze(self, bronze: pa.Table, touched: tuple[list[str], list[Span]] | None,
+                     facts: BatchStats, held: pa.Table | None) -> None:
+        """Everything a batch does once its bronze is committed; `held` is what absorb()
+        answered for it."""
+        batch_id = facts.batch_id
+        timings = self.stages.timings
+        failpoints.poisoned(bronze)
+        if touched is not None:
+            self.stages.signals_for(*touched, batch_id, held)
+        every = self.config.delta.compact_every_n_batches
+        if every and batch_id % every == every - 1:
+            with stopwatch(timings, "compact"):
+                compact(self.tables)
+        if self.retention.due():  # after paging and the merges: never ahead of them
+            with stopwatch(timings, "retention"):
+                self.retention.run(self.tables)
+        self.stats = dataclasses.replace(facts, finished_at=time.time(), signal_timings=timings)
+        self.finished.append(self.stats)
+        # Spark has committed the batches before this one: the note of a failed one is
+        # spent (its own replay, after a crash before Spark's commit, still culls it).
+        self.failures.clear_through(batch_id - 1)
+        LOG.debug("batch %d timings: %s", batch_id, ", ".join(
+            f"{k} {v:.2f}s" for k, v in {**facts.timings, **timings}.items()))
+
+    def run_deferred(self, bronze: pa.Table, batch_id: int, handoff: Handoff) -> None:
+        held = self.absorb(bronze, batch_id)  # a failure in it means: recompute from bronze
+        try:
+            if not handoff.wait():
+                return  # the batch failed before its bronze was committed: nothing to do
+            failpoints.hit("signals_deferred", ready=lambda: self.pending is not None
+                           and self.pending.spark_committed(batch_id))
+            self.after_bronze(bronze, handoff.touched, handoff.facts, held)
+            self.clear_pending()
+        except BaseException as err:  # the next batch (or the job's watch loop) raises it
+            self.stages.open_windows.clear()
+            self.deferred_error = err
+            if isinstance(err, Exception):  # recover() looks for poison records in bronze
+                self.failures.record(self.app_id, batch_id, poison.offset_ranges(bronze), err)
+            LOG.exception("batch %d: signals failed after its bronze was committed; they are "
+                          "recomputed from bronze when the job starts again", batch_id)
+
+    def wait_deferred(self) -> None:
+        """Wait for the running deferred steps, if any (their error stays recorded); safe
+        from two threads at once (Job.stop and a late foreachBatch)."""
+        thread = self.deferred
+        if thread is not None:
+            thread.join()
+
+    def finish_deferred(self) -> None:
+        """Wait for the previous batch's deferred steps; their failure fails this batch (the
+        marker stays, so the restarted job recomputes them)."""
+        self.wait_deferred()
+        if self.deferred_error is not None:
+            raise PreviousBatchFailed("the previous batch's signals failed (see the log above); its "
+                               "bronze is committed and its signals are recomputed from "
+                               "bronze when the job starts again") from self.deferred_error
+
+    def mark_pending(self, batch_id: int, clusters: list[str], spans: list[Span]) -> None:
+        """Written before Spark can commit the batch: what to recompute if the job dies."""
+        assert self.pending is not None
+        self.pending.write(Pending(self.app_id, batch_id, clusters, spans))
+
+    def clear_pending(self) -> None:
+        """The marker is always the finishing batch's: the next one writes its own only
+        after joining this thread."""
+        if self.pending is not None:
+            self.pending.clear()
+
+    def recover(self) -> int | None:
+        """Recompute the signals of a batch whose bronze was committed when the job died
+        before they were; returns its batch id, None when nothing was pending."""
+        owed = self.pending.read() if self.pending is not None else None
+        if owed is None:
+            return None
+        if owed.app_id != self.app_id:
+            self.clear_pending()
+            return None
+        batch_id = owed.batch_id
+        LOG.warning("batch %d: bronze was committed but the job stopped before its signals; "
+                    "recomputing them from bronze", batch_id)
+        self.stages.timings = {}
+        self.stages.open_windows.clear()
+        # Spark replays the batch if it had not committed it: seen, so a replay forgets the
+        # windows held from this recomputation (bronze already holds the batch's samples).
+        self.stages.open_windows.begin(batch_id)
+        failure = self.failures.failed(self.app_id, batch_id)
+        if failure is not None:  # its signals failed: look for poison among its samples
+            self.cull(self.tables["bronze"].read(*poison.in_ranges(failure.ranges)),
+                      failure, batch_id)
+        try:
+            self.stages.signals_for(owed.clusters, owed.spans, batch_id)
+        except Exception as err:
+            if failure is not None:
+                self.failures.record(self.app_id, batch_id, failure.ranges, err)
+            raise
+        self.clear_pending()
+        return batch_id
+
+    def check_quality(self, bronze: pa.Table, batch_id: int) -> None:
+        """Validate a sample; a failing suite is reported, never a reason to stop the job."""
+        try:
+            results = self.validator.validate(bronze, batch_id)
+        except Exception as err:  # GX problems must not take the pipeline down
+            LOG.warning("data quality validation failed to run: %s", err)
+            return
+        if self.tables["dq_results"].append(results, batch_id) and self.exporter:
+            failed = sum(1 for ok in results["success"].to_pylist() if not ok)
+            if failed:
+                self.exporter.count("kafka_health_pipeline_dq_failures_total", failed)

@@ -1,0 +1,55 @@
+"""Warns about samples whose cluster was defaulted for want of one in their data."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from streaming.exporter import Exporter
+
+LOG = logging.getLogger("kafka_health.identity")
+
+
+class DefaultedIdentity:
+    """Samples whose cluster is identity.default_cluster for want of any in their data
+    (the decoders' `cluster_defaulted`): counted on the exporter every batch, and a warning
+    naming the topic at most once per `warn_every_seconds` per topic. Without it a
+    shipper's labels the identity settings miss merge every cluster into one, silently."""
+
+    def __init__(self, default_cluster: str = "default", warn_every_seconds: float = 300.0
+                 ) -> None:
+        self.default_cluster = default_cluster
+        self.warn_every_seconds = warn_every_seconds
+        self.warned: dict[str, float] = {}  # topic -> when last warned
+
+    def __call__(self, bronze: pa.Table, exporter: Exporter | None,
+                 now: float | None = None) -> int:
+        if "cluster_defaulted" not in bronze.column_names or not bronze.num_rows:
+            return 0
+        flags = bronze["cluster_defaulted"]
+        total = int(pc.sum(flags).as_py() or 0)  # one pass over a bit column
+        if not total:
+            return 0
+        if exporter is not None:
+            exporter.count("kafka_health_pipeline_identity_defaulted_samples_total", total,
+                           field="cluster")
+        now = time.monotonic() if now is None else now
+        per_topic = (bronze.select(["source_topic", "cluster_defaulted"]).filter(flags)
+                     .group_by("source_topic").aggregate([([], "count_all")]))
+        for topic, count in zip(per_topic["source_topic"].to_pylist(),
+                                per_topic["count_all"].to_pylist(), strict=True):
+            last = self.warned.get(topic)
+            if last is not None and now - last < self.warn_every_seconds:
+                continue
+            self.warned[topic] = now
+            LOG.warning(
+                "topic %r: %d samples in this batch name no cluster (field cluster defaulted "
+                "to %r): no identity.cluster_labels label, no `cluster` record header or key "
+                "group, no source.topics cluster; set one, or every such cluster merges into "
+                "one (warned at most every %.0f s per topic; counted on "
+                "kafka_health_pipeline_identity_defaulted_samples_total)",
+                topic, count, self.default_cluster, self.warn_every_seconds)
+        return total

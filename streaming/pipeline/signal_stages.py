@@ -1,0 +1,269 @@
+"""The after-bronze stages of a batch: broker signals (held or recomputed from bronze),
+paging, cluster signals, headroom and incidents of the windows the batch touched.
+
+Bronze is the authority: the held windows (streaming.signals.incremental) only save the
+recomputation, and whatever fails in them falls back to reading bronze.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import logging
+import operator
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+
+from streaming import alertpush, failpoints
+from streaming.alertpush import opened_in_signals, push_incidents
+from streaming.broker_admission import BrokerAdmission
+from streaming.config import Config
+from streaming.exporter import Exporter
+from streaming.headroom.stage import HeadroomTracker
+from streaming.pipeline.stats import stopwatch
+from streaming.signals.broker import (
+    SAMPLE_COLUMNS,
+    SIGNAL_METRICS,
+    finalize,
+    prepared,
+    signal_partials,
+)
+from streaming.signals.churn import unmatched_shrinks
+from streaming.signals.cluster import cluster_signals
+from streaming.signals.incidents import anchor_incidents, incident_conditions, incident_runs
+from streaming.signals.incremental import OpenWindows
+from streaming.signals.spans import Span, touched_spans
+from streaming.sinks.delta_rs import DeltaRsTable, Scope
+
+LOG = logging.getLogger("kafka_health.signals")
+TS = pa.timestamp("us", "UTC")
+
+
+class SignalStages:
+    """The stages that compute from bronze, over the tables of one job (`tables`)."""
+
+    def __init__(self, config: Config, exporter: Exporter | None,
+                 tables: dict[str, DeltaRsTable]) -> None:
+        self.config = config
+        self.exporter = exporter
+        self.tables = tables
+        self.timings: dict[str, float] = {}  # the running batch's
+        self.push_failures_seen = alertpush.STATS.failures
+        self.headroom = HeadroomTracker(config.clusters, tables["partition_headroom"].read)
+        self.open_windows = OpenWindows(config.signals)
+
+    def touched(self, bronze: pa.Table) -> tuple[list[str], list[Span]]:
+        """The clusters and window spans a batch's samples touched."""
+        cfg = self.config.signals
+        return (pc.unique(bronze["cluster"]).to_pylist(),
+                touched_spans(bronze["ts"], cfg.window_seconds, cfg.counter_lookback_seconds))
+
+    def signal_windows(self, samples: pa.Table) -> tuple[pa.Table, pa.Table, pa.Table]:
+        """(partials, segments, broker signal rows) of signal samples."""
+        partials, segments = signal_partials(prepared(samples, self.config.signals),
+                                             self.config.signals)
+        return partials, segments, finalize(partials, segments)
+
+    def held_rows(self, bronze: pa.Table) -> pa.Table | None:
+        if not (self.config.signals.incremental and bronze.num_rows):
+            return None
+        with stopwatch(self.timings, "broker_signals"):
+            try:
+                own = bronze.filter(pc.is_in(bronze["metric"], pa.array(SIGNAL_METRICS)))
+                return self.open_windows.update(own.select(SAMPLE_COLUMNS))
+            except Exception:  # held windows only save work: bronze stays the authority
+                LOG.exception("held signal windows failed; recomputing from bronze")
+                self.open_windows.clear()
+                return None
+
+    def update_signals(self, bronze: pa.Table, batch_id: int) -> None:
+        self.signals_for(*self.touched(bronze), batch_id, self.held_rows(bronze))
+
+    def signals_for(self, clusters: list[str], spans: list[Span], batch_id: int,
+                    held: pa.Table | None = None) -> None:
+        """Signals, headroom and incidents of the touched windows: `held` (the rows the held
+        windows answered for the batch) or, without it, recomputed from bronze."""
+        cfg = self.config.signals
+        first, last = spans[0][0], spans[-1][1]
+        timings = self.timings
+        broker_rows, recomputed = held, None
+        if broker_rows is None:
+            recomputed = self.recompute(clusters, spans)
+            if recomputed is None:
+                return
+            broker_rows = recomputed[-1]
+        exporter = self.exporter
+        push = self.config.alert_push
+        if exporter is not None:
+            exporter.begin_batch()
+        if exporter is not None or push.urls():
+            # Paging first, even before the MERGE: gauges and the direct push must not wait
+            # for the rest of the batch. A crash before the commit replays the batch, which
+            # pushes the same alert again (same labels, so Alertmanager deduplicates it).
+            # The gauges go first: they decide which clusters are held, so may page.
+            with stopwatch(timings, "page"):
+                rows = broker_rows.to_pylist()
+                if exporter is not None:
+                    exporter.update_brokers(rows)
+                    exporter.update_staleness(
+                        cfg.stale_after_intervals * cfg.scrape_interval_seconds)
+                if push.urls():
+                    push_incidents(push, opened_in_signals(
+                        rows, cfg.window_seconds + cfg.watermark_seconds), self.may_page)
+        with stopwatch(timings, "broker_signals_merge"):
+            self.tables["broker_signals"].upsert(broker_rows, batch_id)
+        failpoints.hit("broker_signals_committed")
+        if cfg.incremental and recomputed is not None:
+            with stopwatch(timings, "seed"):
+                self.seed_open_windows(recomputed, spans, clusters)
+        with stopwatch(timings, "cluster_signals"):
+            cluster_rows = self.update_cluster_signals(clusters, first, last, batch_id)
+        if exporter is not None:
+            exporter.update_clusters(cluster_rows.to_pylist())
+        with stopwatch(timings, "headroom"):
+            headroom_rows = self.headroom.evaluate(broker_rows.to_pylist())
+            if headroom_rows:
+                self.tables["partition_headroom"].upsert(pa.Table.from_pylist(headroom_rows),
+                                                         batch_id)
+        if exporter is not None:
+            exporter.update_headroom(headroom_rows)
+        with stopwatch(timings, "incidents"):
+            self.update_incidents(clusters, first, last, batch_id)
+        failpoints.hit("incidents_committed")
+        if exporter is not None:
+            failures = alertpush.STATS.failures
+            if failures > self.push_failures_seen:
+                exporter.count("kafka_health_pipeline_alert_push_failures_total",
+                               failures - self.push_failures_seen)
+            self.push_failures_seen = failures
+            open_now = self.tables["incidents"].read(
+                ds.field("resolved_at").is_null(), ds.field("cluster").isin(clusters),
+                columns=["cluster", "kind"])
+            exporter.update_open_incidents(clusters, open_now.to_pylist())
+
+    def update_cluster_signals(self, clusters: list[str], first: datetime, last: datetime,
+                               batch_id: int) -> pa.Table:
+        """cluster_signals of the windows first..last, upserted. The stored broker rows of
+        the incident horizon before them are read too: they tell which broker was the
+        controller, whose missing numbers make a window's controller count unknown."""
+        lookback = timedelta(seconds=self.config.signals.incident_horizon_seconds)
+        stored = self.tables["broker_signals"].read(
+            (ds.field("window_start") >= pa.scalar(first - lookback, TS))
+            & (ds.field("window_start") <= pa.scalar(last, TS)),
+            ds.field("cluster").isin(clusters),
+        )
+        cluster_rows = cluster_signals(stored, since=first)
+        self.tables["cluster_signals"].upsert(cluster_rows, batch_id)
+        return cluster_rows
+
+    def recompute(self, clusters: list[str], spans: list[tuple[datetime, datetime]]
+                  ) -> tuple[pa.Table, pa.Table, pa.Table, pa.Table] | None:
+        """The touched windows from bronze, the authority: (slice, partials, segments, rows),
+        or None when the slice holds no signal samples."""
+        cfg = self.config.signals
+        width = timedelta(seconds=cfg.window_seconds)
+        lookback = timedelta(seconds=cfg.counter_lookback_seconds)
+        read_from, read_to = spans[0][0] - lookback, spans[-1][1] + width
+        dates = sorted({(read_from + timedelta(days=d)).strftime("%Y-%m-%d")
+                        for d in range((read_to - read_from).days + 2)})
+        in_spans = ds.field("date").isin(dates) & _any(
+            (ds.field("ts") >= pa.scalar(lo - lookback, TS))
+            & (ds.field("ts") < pa.scalar(hi + width, TS)) for lo, hi in spans)
+        # Before the first touched window of a span only counters matter (the previous Count
+        # of each series, for the first increase): the look-back is most of the slice otherwise.
+        needed = _any((ds.field("ts") >= pa.scalar(lo, TS))
+                      & (ds.field("ts") < pa.scalar(hi + width, TS)) for lo, hi in spans) | (
+            ds.field("kind") == "counter")
+        signal_rows = (ds.field("cluster").isin(clusters) & ds.field("metric").isin(SIGNAL_METRICS)
+                       & needed)
+        with stopwatch(self.timings, "slice"):
+            samples = self.tables["bronze"].read(in_spans, signal_rows, columns=SAMPLE_COLUMNS)
+        if samples.num_rows == 0:
+            return None
+        with stopwatch(self.timings, "broker_signals"):
+            partials, segments, signals = self.signal_windows(samples)
+            rows = signals.filter(functools.reduce(pc.or_, (
+                pc.and_(pc.greater_equal(signals["window_start"], pa.scalar(lo, TS)),
+                        pc.less_equal(signals["window_start"], pa.scalar(hi, TS)))
+                for lo, hi in spans)))
+        return samples, partials, segments, rows
+
+    def seed_open_windows(self, recomputed: tuple[pa.Table, pa.Table, pa.Table, pa.Table],
+                          spans: list[tuple[datetime, datetime]], clusters: list[str]) -> None:
+        """Hold what was just recomputed, for the clusters whose newest window it reached."""
+        samples, partials, segments, _ = recomputed
+        later = self.tables["broker_signals"].read(
+            ds.field("window_start") > pa.scalar(spans[-1][1], TS),
+            ds.field("cluster").isin(clusters), columns=["cluster"])
+        try:
+            self.open_windows.seed(samples, partials, segments, spans, clusters,
+                                   set(later["cluster"].to_pylist()))
+        except Exception:  # the next batch recomputes instead
+            LOG.exception("holding the recomputed signal windows failed")
+            self.open_windows.clear()
+
+    def update_incidents(self, clusters: list[str], first: datetime, last: datetime,
+                         batch_id: int) -> None:
+        """Recompute incidents over a bounded horizon and reconcile them with the table."""
+        cfg = self.config.signals
+        horizon = first - timedelta(seconds=cfg.incident_horizon_seconds)
+        in_horizon = ((ds.field("window_start") >= pa.scalar(horizon, TS))
+                      & (ds.field("window_start") <= pa.scalar(last, TS)))
+        of_clusters = ds.field("cluster").isin(clusters)
+        broker_rows = self.tables["broker_signals"].read(in_horizon, of_clusters)
+        cluster_rows = self.tables["cluster_signals"].read(in_horizon, of_clusters)
+        if broker_rows.num_rows == 0:
+            return
+        if self.exporter is not None:
+            self.exporter.update_churn(
+                unmatched_shrinks(broker_rows.to_pylist(), cfg.isr_churn_match_seconds))
+        computed = incident_runs(incident_conditions(broker_rows, cluster_rows, cfg))
+        earlier = self.tables["incidents"].read(
+            (ds.field("started_at") < pa.scalar(horizon, TS))
+            & (ds.field("resolved_at").is_null()
+               | (ds.field("resolved_at") >= pa.scalar(horizon, TS))),
+            of_clusters)
+        incidents = anchor_incidents(computed, earlier, horizon)
+        self.tables["incidents"].upsert(incidents, batch_id, owned=Scope(
+            ds.field("started_at") >= pa.scalar(horizon, TS), of_clusters))
+        if self.config.alert_push.urls():
+            push_incidents(self.config.alert_push, incidents.to_pylist(), self.may_page)
+
+    def may_page(self, cluster: str) -> bool:
+        """Whether the direct push may page for this cluster: one named under `clusters:`
+        or whose series the exporter holds (its admission bounds how many a bad record can
+        make up). Without an exporter, any: the push's own cap bounds those."""
+        return (cluster in self.config.clusters or self.exporter is None
+                or self.exporter.holds(cluster))
+
+    def trial(self, rows: pa.Table, admission: BrokerAdmission) -> None:
+        """The driver stages that compute from a batch's samples, on `rows` alone and on
+        copies (admission, headroom, an exporter of its own): nothing is written and nothing
+        the job holds changes. Raises what they raise."""
+        failpoints.poisoned(rows)
+        kept, _ = copy.deepcopy(admission)(rows)
+        own = kept.filter(pc.is_in(kept["metric"], pa.array(SIGNAL_METRICS)))
+        spans = self.touched(own)[1] if own.num_rows else []
+        if not spans:
+            return
+        cfg = self.config.signals
+        signals = self.signal_windows(own.select(SAMPLE_COLUMNS))[2]
+        scratch = Exporter(config=self.exporter.config if self.exporter is not None else None)
+        scratch.update_brokers(signals.to_pylist())
+        cluster_rows = cluster_signals(signals, since=spans[0][0])
+        scratch.update_clusters(cluster_rows.to_pylist())
+        scratch.update_headroom(HeadroomTracker(
+            self.config.clusters, self.tables["partition_headroom"].read).evaluate(
+                signals.to_pylist()))
+        scratch.update_churn(unmatched_shrinks(signals.to_pylist(),
+                                               cfg.isr_churn_match_seconds))
+        incident_runs(incident_conditions(signals, cluster_rows, cfg))
+
+
+def _any(conditions: Iterable[ds.Expression]) -> ds.Expression:
+    """OR of dataset expressions (the spans are few)."""
+    return functools.reduce(operator.or_, conditions)

@@ -1,0 +1,50 @@
+"""The source-lag probe: how far the processed offsets are behind the topics' ends."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from streaming.config import Config
+
+LOG = logging.getLogger("kafka_health.lag")
+
+
+class LagProbe:
+    """Records between the processed end offsets and the topics' high watermarks."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.consumer: Any = None
+
+    def __call__(self, end: dict[str, dict[str, int]]) -> int | None:
+        from confluent_kafka import Consumer, TopicPartition
+
+        try:
+            if self.consumer is None:
+                conf = self.config.source.client_config()
+                conf.update({"group.id": "kafka-health-lag", "enable.auto.commit": False})
+                self.consumer = Consumer(conf)
+                # Watermark queries on a fresh client fail with "unknown partition" until
+                # it has metadata for the topic: load it first.
+                self.consumer.list_topics(timeout=5)
+            elif not end:  # nothing processed yet: only whether the broker answers
+                self.consumer.list_topics(timeout=5)
+            total = 0
+            for topic, parts in end.items():
+                for partition, offset in parts.items():
+                    _, high = self.consumer.get_watermark_offsets(
+                        TopicPartition(topic, int(partition)), timeout=5, cached=False)
+                    total += max(0, high - offset)
+            return total
+        except Exception as err:  # lag is a diagnostic, never a reason to stop the job
+            LOG.warning("source lag unavailable: %s", err)
+            # A fresh client next time: librdkafka keeps stale metadata (a topic that was
+            # missing for a while stays "unknown") long after the broker is healthy again.
+            self.close()
+            return None
+
+    def close(self) -> None:
+        if self.consumer is not None:
+            self.consumer.close()
+            self.consumer = None

@@ -1,0 +1,126 @@
+"""Progress events of the streaming query: the pipeline-health series, and a line per
+micro-batch for the console."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+from streaming.exporter import Exporter
+from streaming.pipeline.batch import BatchProcessor
+from streaming.pipeline.stats import BatchStats
+from streaming.runtime.progress_events import JsonProgressListener
+
+
+class ProgressListener(JsonProgressListener):
+    """Prints one line per micro-batch and feeds the pipeline-health series."""
+
+    def __init__(self, processor: BatchProcessor, exporter: Exporter | None,
+                 lag: Callable[[dict[str, Any]], int | None],
+                 printer: Callable[[str], None] | None = print,
+                 after_first_batch: Callable[[], Any] | None = None) -> None:
+        self.processor = processor
+        self.after_first_batch = after_first_batch
+        self.exporter = exporter
+        self.lag = lag
+        self.printer = printer
+        self.last_end: dict[str, Any] | None = None
+        self.signals_shown = -1
+
+    def onQueryStarted(self, event: Any) -> None:
+        if self.exporter:
+            self.exporter.pipeline("kafka_health_pipeline_up", 1)
+            # The stall clock starts with the query: left at 0 until the first batch, a
+            # restarted driver would read as stalled since 1970 and page at once.
+            self.exporter.pipeline("kafka_health_pipeline_last_batch_timestamp_seconds",
+                                   time.time())
+
+    def onQueryProgress(self, event: Any) -> None:
+        if self.after_first_batch is not None:
+            first, self.after_first_batch = self.after_first_batch, None
+            first()
+        progress = event.progress
+        duration = (progress.batchDuration or 0) / 1000.0
+        stats = self.processor.facts.pop(progress.batchId, None) or BatchStats()
+        # Spark counts the packed blobs as input rows; the processor counted Kafka records.
+        rows = stats.records
+        rate = rows / duration if duration > 0 else 0.0
+        source = progress.sources[0] if progress.sources else None
+        end = offsets_json(source.endOffset) if source is not None else None
+        if end is not None:
+            self.last_end = end
+        lag = self.lag(end) if end else None
+        if self.exporter:
+            ex = self.exporter
+            ex.pipeline("kafka_health_pipeline_last_batch_timestamp_seconds", time.time())
+            ex.pipeline("kafka_health_pipeline_batch_duration_seconds", duration)
+            ex.pipeline("kafka_health_pipeline_input_rows_per_second", rate)
+            ex.pipeline("kafka_health_pipeline_source_up", 0 if lag is None else 1)
+            if lag is not None:
+                ex.pipeline("kafka_health_pipeline_source_lag_records", lag)
+            lost = offsets_lost(offsets_json(source.startOffset) if source else None, end)
+            if lost:
+                ex.count("kafka_health_pipeline_source_data_loss_total", lost)
+            if stats.newest_event is not None:
+                ex.pipeline("kafka_health_pipeline_newest_event_timestamp_seconds",
+                            stats.newest_event.timestamp())
+            ex.count("kafka_health_pipeline_batches_total")
+            ex.count("kafka_health_pipeline_input_records_total", rows)
+        if self.printer and rows:
+            newest = stats.newest_event.strftime("%H:%M:%SZ") if stats.newest_event else "-"
+            self.printer(
+                f"batch {progress.batchId}: {rows} records -> {stats.bronze_rows} samples, "
+                f"{stats.quarantined} quarantined, {rate:,.0f} records/s, {duration:.2f}s, "
+                f"newest event {newest}, source lag {lag if lag is not None else '?'} ["
+                + _steps(stats.timings) + "]" + self.signals_line()
+            )
+
+    def signals_line(self) -> str:
+        """The deferred steps of the newest batch that finished them (they overlap the next
+        batch, so a batch's line shows an earlier batch's)."""
+        done = self.processor.stats
+        if done.batch_id < 0 or done.batch_id == self.signals_shown:
+            return ""
+        self.signals_shown = done.batch_id
+        return f", batch {done.batch_id} signals [{_steps(done.signal_timings)}]"
+
+    def onQueryIdle(self, event: Any) -> None:
+        if self.exporter:
+            self.exporter.pipeline("kafka_health_pipeline_last_batch_timestamp_seconds",
+                                   time.time())
+            # Idle may mean "no new metrics" or "broker gone": the probe tells them apart,
+            # also before any batch (an empty topic at start is not an unreachable broker).
+            reachable = self.lag(self.last_end or {}) is not None
+            self.exporter.pipeline("kafka_health_pipeline_source_up", int(reachable))
+
+    def onQueryTerminated(self, event: Any) -> None:
+        if self.exporter:
+            self.exporter.pipeline("kafka_health_pipeline_up", 0)
+
+
+def _steps(timings: dict[str, float]) -> str:
+    return " ".join(f"{name} {seconds:.2f}s" for name, seconds in timings.items())
+
+
+def offsets_json(text: str | None) -> dict[str, Any] | None:
+    """A source offset from a progress event; None when absent or not a JSON object."""
+    try:
+        value = json.loads(text) if text else None
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def offsets_lost(start: dict[str, dict[str, int]] | None, end: dict[str, dict[str, int]] | None
+                 ) -> int:
+    """Topic-partitions whose end went below their start, or vanished, within one batch.
+
+    The source only plans such a batch when failOnDataLoss is off (it stops otherwise),
+    so this counts the data loss it skipped over.
+    """
+    if not start or end is None:
+        return 0
+    return sum(1 for topic, parts in start.items() for p, begin in parts.items()
+               if end.get(topic, {}).get(p, -1) < begin)

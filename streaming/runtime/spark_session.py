@@ -1,0 +1,82 @@
+"""The Spark session the job runs in, and why each of its settings is what it is."""
+
+from __future__ import annotations
+
+import os
+import sys
+from urllib.parse import urlparse
+
+from pyspark.sql import SparkSession
+
+from streaming.config import Config
+
+
+def build_spark(config: Config) -> SparkSession:
+    # Python workers must run this interpreter (the venv with pyarrow and this package).
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    builder = SparkSession.builder.appName(config.spark.app_name)
+    if config.spark.master:
+        builder = builder.master(config.spark.master)
+    for key, value in spark_conf(config).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    return spark
+
+
+def spark_conf(config: Config) -> dict[str, str]:
+    """The session's settings: ours, then `spark.conf` of the config over them."""
+    defaults = {
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.shuffle.partitions": str(config.spark.shuffle_partitions),
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.streaming.stopGracefullyOnShutdown": "true",
+        # 1g: in local mode this heap is the executor's too; 200k-record batches (the
+        # default cap) fit with room, and a larger heap with larger batches mostly raises
+        # the process tree's peak RSS (docs/performance.md).
+        "spark.driver.memory": "1g",
+        # pyspark.daemon without pyspark's redundant zip archives on the workers' path:
+        # ~0.1 s less per task (see streaming/runtime/spark_daemon.py)
+        "spark.python.daemon.module": "streaming.runtime.spark_daemon",
+        # A read task's result (its decoded rows, ~12 MB for a 125k-record share) goes back
+        # to the driver inside the task's status message instead of through the block
+        # manager (a store, a fetch over the block transfer service, a release), which it
+        # would take above the 1 MB default and which costs the JVM CPU on every result.
+        # Bounded by spark.rpc.message.maxSize (128 MB); larger results still take the store.
+        "spark.task.maxDirectResultSize": "64m",
+    }
+    if urlparse(config.spark.checkpoint).scheme in ("", "file"):
+        # Spark's default checkpoint file manager goes through Hadoop's FileContext, whose
+        # local file system resolves symlinks and sets permissions by running `readlink` and
+        # `chmod` (without Hadoop's native library): ~10 process spawns for each offset- and
+        # commit-log file, serial between micro-batches. The FileSystem-based manager
+        # writes the same temp file and renames it (rename(2), atomic on a local disk) with
+        # 2 spawns (tests/benchmarks/bench_checkpoint_files.py times both).
+        # HDFS or object stores keep Spark's own choice.
+        defaults["spark.sql.streaming.checkpointFileManagerClass"] = (
+            "org.apache.spark.sql.execution.streaming.checkpointing."
+            "FileSystemBasedCheckpointFileManager")
+    if config.source.engine == "python":
+        # With the Python source the JVM only moves Arrow blobs and runs the micro-batch
+        # loop, and its C2 compiler costs more than it buys: over a long catch-up it takes
+        # a large share of the JVM's CPU and is still compiling at the end, so the JVM runs
+        # C1 only, which also lowers produced -> gauge latency under steady load. Spark's
+        # own kafka source parses and converts in the JVM and keeps C2.
+        # 4 MB G1 regions: a packed blob of 10k decoded rows (~1.6 MB) is then below half a
+        # region, not a humongous object allocated straight into the old generation (with
+        # the 1 MB regions of a 1 GB heap such objects start G1 concurrent marking cycles
+        # that cost the JVM CPU every few seconds).
+        # -Xms at the heap's cap: a read task's result (~12 MB) is still humongous, and each
+        # one starts a G1 concurrent cycle once the heap holds more than 45 % of its current
+        # size. A lazily grown heap stays small, so the threshold is easy to pass and many
+        # of those cycles go on to mark; sized at the cap from the start, few do.
+        # The young generation fixed at a quarter of it: G1's own sizing grows it towards
+        # 60 % and touches it all, which raises the JVM's RSS for no gain in throughput.
+        memory = {**defaults, **config.spark.conf}["spark.driver.memory"]
+        defaults["spark.driver.extraJavaOptions"] = (
+            f"-XX:TieredStopAtLevel=1 -XX:G1HeapRegionSize=4m -Xms{memory} "
+            "-XX:+UnlockExperimentalVMOptions -XX:G1NewSizePercent=25 -XX:G1MaxNewSizePercent=25")
+    return {**defaults, **config.spark.conf}
