@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what kafka-health needs on a fresh machine, idempotently:
 # a virtualenv in .venv with the package (editable) and its pinned ranges, and the JVM
-# artifacts pinned in deploy/jvm/pom.xml (Apache Kafka, the Jolokia and jmx_exporter agents),
-# resolved by Maven into ~/.cache/kafka-health/jvm.
+# artifacts pinned in deploy/jvm/pom.xml (Apache Kafka, the Jolokia and jmx_exporter agents,
+# and for Spark its Kafka source, delta-spark and hadoop-aws), resolved by Maven into
+# ~/.cache/kafka-health/jvm.
 # Usage: bash deploy/bootstrap.sh [--test]   (--test adds pytest, hypothesis, ruff)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,7 +14,8 @@ usage: bash deploy/bootstrap.sh [--test]
 
 Installs, idempotently: Java and Maven from the Debian archive when missing, a virtualenv
 in .venv with kafka-health (editable) and its pinned dependencies, and the JVM artifacts of
-deploy/jvm/pom.xml (Apache Kafka, Jolokia, jmx_exporter) into ~/.cache/kafka-health/jvm.
+deploy/jvm/pom.xml (Apache Kafka, Jolokia, jmx_exporter; spark-sql-kafka, delta-spark and
+hadoop-aws with the AWS SDK bundle for Spark) into ~/.cache/kafka-health/jvm.
   --test   also pytest, hypothesis and ruff
 Environment: PYTHON, the interpreter for the virtualenv (default python3, needs >= 3.11).
 USAGE
