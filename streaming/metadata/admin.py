@@ -32,10 +32,13 @@ _GONE = {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC}
 
 
 def _source(entry: Any) -> str:
-    """topic / broker / default: where a topic's effective value comes from."""
-    if entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG:
+    """topic / broker / default: where a topic's effective value comes from. The client
+    hands the source over as a plain int (ConfigSource's value), not the enum."""
+    source = entry.source
+    value = source.value if isinstance(source, ConfigSource) else int(source)
+    if value == ConfigSource.DYNAMIC_TOPIC_CONFIG.value:
         return SOURCE_TOPIC
-    if entry.source == ConfigSource.DEFAULT_CONFIG:
+    if value == ConfigSource.DEFAULT_CONFIG.value:
         return SOURCE_DEFAULT
     return SOURCE_BROKER
 

@@ -39,7 +39,8 @@ def _done(value: Any = None, error: BaseException | None = None) -> Future:
 
 
 def _entry(value: str, source: ConfigSource) -> SimpleNamespace:
-    return SimpleNamespace(value=value, source=source)
+    """A ConfigEntry as confluent-kafka returns it: the source as a plain int."""
+    return SimpleNamespace(value=value, source=source.value)
 
 
 class FakeAdmin:
