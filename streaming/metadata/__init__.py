@@ -6,9 +6,10 @@ Per watched cluster a poller thread (`poller`) fetches a snapshot (`admin`, `mod
 every 30 s; pure functions turn snapshots into table rows (`changes` for
 cluster_metadata, `audit` + `reconcile` for durability_audit), rank the brokers behind
 the trouble (`causes`), and set the exporter's gauges (`export`); `store` writes the two
-tables. Thresholds live in metrics_schemas/durability.yaml; docs/metadata.md says how
-to run it and what confluent-kafka does not expose (eligible leader replicas, leader
-recovery state).
+tables, and `handler.PollHandler` is the one callback that does all of it per poll.
+Thresholds live in metrics_schemas/durability.yaml; docs/metadata.md says how to run it
+and what confluent-kafka does not expose (eligible leader replicas, leader recovery
+state).
 """
 
 from streaming.metadata.audit import audit
@@ -20,6 +21,7 @@ from streaming.metadata.export import (
     export_health,
     export_poll,
 )
+from streaming.metadata.handler import PollHandler
 from streaming.metadata.health import ERROR_CLASSES, PollerHealth
 from streaming.metadata.model import BrokerInfo, ClusterSnapshot, PartitionInfo, TopicInfo
 from streaming.metadata.poller import MetadataPoller, PollerSettings, PollResult
@@ -38,6 +40,7 @@ __all__ = [
     "MetadataPoller",
     "MetadataStore",
     "PartitionInfo",
+    "PollHandler",
     "PollResult",
     "PollerHealth",
     "PollerSettings",
