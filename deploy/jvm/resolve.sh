@@ -18,7 +18,17 @@ done
 selection="${components[*]:-all}"
 want="$(cat "$here"/pom.xml "$here"/*/pom.xml | sha1sum | cut -d' ' -f1) $selection"
 stamp="$cache/.resolved"
-if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+present() {  # every component asked for has its folder (one removed by hand is resolved again)
+  local pom
+  for pom in "$here"/*/pom.xml; do
+    local component; component="$(basename "$(dirname "$pom")")"
+    if [ "${#components[@]}" -gt 0 ] && [[ " ${components[*]} " != *" $component "* ]]; then
+      continue
+    fi
+    [ -d "$cache/$component" ] || return 1
+  done
+}
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && present; then
   exit 0
 fi
 if ! command -v mvn >/dev/null 2>&1; then
