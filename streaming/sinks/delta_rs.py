@@ -9,6 +9,7 @@ crash between two tables' commits replays only the missing one.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ import pyarrow.dataset as ds
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.exceptions import TableNotFoundError
 
+from streaming.locations import is_local, join, local_path
 from streaming.schemas import arrow_schema, table_spec
 
 LOG = logging.getLogger("kafka_health.delta")
@@ -35,9 +37,14 @@ class Scope:
 
 
 class DeltaRsTable:
-    def __init__(self, root: str, name: str, app_id: str) -> None:
+    """One table under `root`, a local path or a URL (s3://, s3a://, abfss://, gs://, ...);
+    `storage_options` are delta-rs' (config `delta.storage_options` with its secrets)."""
+
+    def __init__(self, root: str, name: str, app_id: str,
+                 storage_options: Mapping[str, str] | None = None) -> None:
         self.name = name
-        self.path = str(Path(root) / name)
+        self.path = join(str(root), name)
+        self.storage_options = dict(storage_options) if storage_options else None
         self.app_id = f"{app_id}:{name}"
         self.schema = arrow_schema(name)
         spec = table_spec(name)
@@ -54,11 +61,13 @@ class DeltaRsTable:
             self._table.update_incremental()
             return self._table
         try:
-            self._table = DeltaTable(self.path)
+            self._table = DeltaTable(self.path, storage_options=self.storage_options)
         except TableNotFoundError:
-            Path(self.path).mkdir(parents=True, exist_ok=True)
+            if is_local(self.path):  # an object store has no folders to make
+                Path(local_path(self.path)).mkdir(parents=True, exist_ok=True)
             self._table = DeltaTable.create(self.path, self.schema,
-                                            partition_by=self.partition_by, mode="ignore")
+                                            partition_by=self.partition_by, mode="ignore",
+                                            storage_options=self.storage_options)
         return self._table
 
     def committed(self, batch_id: int) -> bool:

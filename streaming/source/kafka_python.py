@@ -32,11 +32,11 @@ import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.fs as pafs
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceStreamReader,
@@ -46,6 +46,8 @@ from pyspark.sql.datasource import (
 from streaming.config import SecretRef
 from streaming.decode.packing import PACKED_DDL, pack
 from streaming.decode.records import DecodeContext, decode_record_batch
+from streaming.locations import filesystem, is_local, join
+from streaming.redact import redact_url
 from streaming.runtime.gc_policy import pace_cycle_collector
 from streaming.schemas import arrow_schema, spark_ddl
 
@@ -158,6 +160,23 @@ def client_config(options: dict[str, str]) -> dict[str, str]:
     return conf
 
 
+def checkpoint_storage(options: dict[str, str]) -> dict[str, str] | None:
+    """Storage options for reading a remote checkpoint's offset log (locations' names, e.g.
+    AWS_ENDPOINT_URL): checkpointStorage.* as given, checkpointStorageSecretFile.* and
+    checkpointStorageSecretEnv.* as references read here, as the Kafka secrets are."""
+    out: dict[str, str] = {}
+    for key, value in options.items():
+        if key.startswith("checkpointStorage."):
+            out[key[len("checkpointStorage."):]] = value
+        elif key.startswith("checkpointStorageSecretFile."):
+            name = key[len("checkpointStorageSecretFile."):]
+            out[name] = SecretRef(file=value).read(f"delta.storage_secrets.{name}")
+        elif key.startswith("checkpointStorageSecretEnv."):
+            name = key[len("checkpointStorageSecretEnv."):]
+            out[name] = SecretRef(env=value).read(f"delta.storage_secrets.{name}")
+    return out or None
+
+
 def reader_config(options: dict[str, str]) -> dict[str, Any]:
     """The read tasks' consumer: assigned offsets only (no group, no commits), a short
     broker-side wait unless the options set one (see READER_FETCH_WAIT_MS)."""
@@ -182,18 +201,34 @@ def _as_bool(value: str | None, default: bool) -> bool:
     return default if value is None else value.strip().lower() in ("1", "true", "yes")
 
 
-def last_checkpointed_offsets(checkpoint: str | None) -> dict[str, dict[str, int]] | None:
-    """End offsets of the newest batch in Spark's offset log, for the cap after a restart."""
+def last_checkpointed_offsets(checkpoint: str | None,
+                              storage_options: dict[str, str] | None = None
+                              ) -> dict[str, dict[str, int]] | None:
+    """End offsets of the newest batch in Spark's offset log, for the cap after a restart.
+
+    The checkpoint may be a local path or a URL (s3a://, abfss://, hdfs://), read through
+    pyarrow: an S3 one with `storage_options` when given (delta-rs' names), else with the
+    store's defaults. A remote log that cannot be read is a warning (the first batch's cap
+    then counts from the start offsets); a local one that cannot be read is an error."""
     if not checkpoint:
         return None
-    directory = Path(checkpoint) / "offsets"
-    if not directory.is_dir():
-        return None
-    batches = sorted((int(p.name) for p in directory.iterdir() if p.name.isdigit()), reverse=True)
-    for batch in batches:
-        lines = (directory / str(batch)).read_text().splitlines()
-        if len(lines) >= 3 and lines[2].strip().startswith("{"):
-            return json.loads(lines[2])
+    try:
+        fs, directory = filesystem(join(checkpoint, "offsets"), storage_options)
+        found = fs.get_file_info(pafs.FileSelector(directory, allow_not_found=True))
+        batches = sorted((int(info.base_name) for info in found
+                          if info.type == pafs.FileType.File and info.base_name.isdigit()),
+                         reverse=True)
+        for batch in batches:
+            with fs.open_input_stream(f"{directory}/{batch}") as stream:
+                lines = stream.read().decode("utf-8").splitlines()
+            if len(lines) >= 3 and lines[2].strip().startswith("{"):
+                return json.loads(lines[2])
+    except OSError as err:
+        if is_local(checkpoint):
+            raise
+        LOG.warning("cannot read the offset log of checkpoint %s (%s); the first batch's "
+                    "maxOffsetsPerTrigger cap counts from the start offsets",
+                    redact_url(checkpoint), err)
     return None
 
 
@@ -277,7 +312,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         self.min_records_per_task = int(options.get("minRecordsPerTask", MIN_RECORDS_PER_TASK))
         self.decode = DecodeContext.from_json(options["decode"]) if options.get("decode") else None
         self._last_end: dict[str, dict[str, int]] | None = last_checkpointed_offsets(
-            options.get("checkpointLocation")
+            options.get("checkpointLocation"), checkpoint_storage(options)
         )
         self._meta: Any = None
         self._initial: dict[str, dict[str, int]] | None = None

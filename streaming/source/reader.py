@@ -8,6 +8,7 @@ from pyspark.sql import functions as F
 from streaming.config import Config
 from streaming.decode.records import DecodeContext
 from streaming.decode.stage import decode_stage
+from streaming.locations import is_local
 from streaming.source.kafka_python import SOURCE_NAME, KafkaHealthKafkaSource
 
 KAFKA_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp", "timestampType",
@@ -57,6 +58,16 @@ def read_metrics_stream(spark: SparkSession, config: Config,
         elif ref.env:
             options[f"secretEnv.{key}"] = ref.env
     options["checkpointLocation"] = config.spark.checkpoint
+    if not is_local(config.spark.checkpoint):
+        # The source reads the checkpoint's offset log on a restart; a remote one with
+        # delta.storage_options (the S3 endpoint and keys), secrets as references.
+        options.update({f"checkpointStorage.{k}": v
+                        for k, v in config.delta.storage_options.items()})
+        for key, ref in config.delta.storage_secrets.items():
+            if ref.file:
+                options[f"checkpointStorageSecretFile.{key}"] = ref.file
+            elif ref.env:
+                options[f"checkpointStorageSecretEnv.{key}"] = ref.env
     options["maxTasks"] = str(config.source.max_tasks or spark.sparkContext.defaultParallelism)
     options["minRecordsPerTask"] = str(config.source.min_records_per_task)
     if decode is not None:

@@ -1,0 +1,118 @@
+"""delta-rs tables and the checkpoint's small files on S3, through moto's S3 server on the
+loopback: storage options from config (an endpoint, keys, plain HTTP) reach delta-rs and
+pyarrow, and s3:// and s3a:// locations name the same objects."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pytest
+from moto.server import ThreadedMotoServer
+
+from streaming.config import load_config
+from streaming.locations import exists, join, read_or_create_text, read_text, write_text
+from streaming.sinks.delta_rs import DeltaRsTable
+from streaming.source.kafka_python import checkpoint_storage, last_checkpointed_offsets
+
+BUCKET = "kafka-health"
+KEY_ID, SECRET = "kafka-health-test", "not-a-real-secret"
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def s3() -> Iterator[str]:
+    """moto's S3 server on 127.0.0.1 with one bucket; yields its endpoint URL."""
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()  # returns once the server is bound
+    try:
+        admin = pafs.S3FileSystem(endpoint_override=f"127.0.0.1:{port}", scheme="http",
+                                  access_key=KEY_ID, secret_key=SECRET, region="us-east-1",
+                                  allow_bucket_creation=True)
+        admin.create_dir(BUCKET)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def config(s3: str, tmp_path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest):
+    """A config whose tables live on the moto bucket; the secret key from the environment."""
+    monkeypatch.setenv("KH_TEST_S3_SECRET", SECRET)
+    root = f"{request.param}://{BUCKET}/{request.node.name.split('[')[0]}-{request.param}"
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        f"spark: {{checkpoint: '{root}/checkpoint'}}\n"
+        "delta:\n"
+        f"  path: {root}/delta\n"
+        "  storage_options:\n"
+        f"    AWS_ENDPOINT_URL: {s3}\n"
+        "    AWS_REGION: us-east-1\n"
+        "    AWS_ALLOW_HTTP: 'true'\n"
+        f"    AWS_ACCESS_KEY_ID: {KEY_ID}\n"
+        "  storage_secrets:\n"
+        "    AWS_SECRET_ACCESS_KEY: {env: KH_TEST_S3_SECRET}\n")
+    return load_config(path, environ={})
+
+
+def signal_rows(table: DeltaRsTable, samples: int) -> pa.Table:
+    at = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
+    out = []
+    for broker in ("1", "2"):
+        row = {f.name: None for f in table.schema}
+        row.update(cluster="prod", broker=broker, window_start=at, samples=samples)
+        out.append(row)
+    return pa.Table.from_pylist(out, schema=table.schema)
+
+
+@pytest.mark.parametrize("config", ["s3", "s3a"], indirect=True)
+def test_delta_rs_table_on_s3_with_storage_options_from_config(config) -> None:
+    options = config.delta.storage()
+    assert options["AWS_SECRET_ACCESS_KEY"] == SECRET  # the reference was read
+    table = DeltaRsTable(config.delta.path, "broker_signals", "app", storage_options=options)
+    assert table.path == config.table_path("broker_signals")
+    assert table.path == f"{config.delta.path}/broker_signals"  # scheme://bucket/... kept
+    assert table.upsert(signal_rows(table, 1), batch_id=0)
+    assert table.upsert(signal_rows(table, 2), batch_id=1)
+    assert not table.upsert(signal_rows(table, 99), batch_id=1), "a replayed batch writes nothing"
+    table.compact()
+
+    reopened = DeltaRsTable(config.delta.path, "broker_signals", "app", storage_options=options)
+    assert reopened.committed(1) and not reopened.committed(2)
+    got = reopened.read(columns=["broker", "samples"]).sort_by("broker").to_pylist()
+    assert got == [{"broker": "1", "samples": 2}, {"broker": "2", "samples": 2}]
+    # the objects are where the URL says, under the bucket (not under a folder "s3a:")
+    log = join(config.delta.path, "broker_signals", "_delta_log", "00000000000000000000.json")
+    assert exists(log, options)
+
+
+@pytest.mark.parametrize("config", ["s3a"], indirect=True)
+def test_small_files_beside_a_remote_checkpoint(config) -> None:
+    options = config.delta.storage()
+    app_id = join(config.spark.checkpoint, "kafka_health_app_id")
+    assert read_text(app_id, options) is None
+    assert read_or_create_text(app_id, "kafka-health-1", options) == "kafka-health-1"
+    assert read_or_create_text(app_id, "kafka-health-2", options) == "kafka-health-1"
+    marker = join(config.spark.checkpoint, "kafka_health_pending_signals.json")
+    write_text(marker, '{"batch_id": 3}', options)
+    assert read_text(marker, options) == '{"batch_id": 3}'
+
+    # the source's restart read of Spark's offset log, with the options as the reader
+    # passes them (secret by reference)
+    for batch, offsets in ((0, '{"m":{"0":5}}'), (1, '{"m":{"0":9}}')):
+        write_text(join(config.spark.checkpoint, "offsets", str(batch)),
+                   f'v1\n{{"batchWatermarkMs":0}}\n{offsets}\n', options)
+    spark_options = {f"checkpointStorage.{k}": v for k, v in config.delta.storage_options.items()}
+    spark_options["checkpointStorageSecretEnv.AWS_SECRET_ACCESS_KEY"] = "KH_TEST_S3_SECRET"
+    assert checkpoint_storage(spark_options) == options
+    assert last_checkpointed_offsets(config.spark.checkpoint,
+                                     checkpoint_storage(spark_options)) == {"m": {"0": 9}}
