@@ -11,6 +11,7 @@ twice.
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -47,9 +48,11 @@ class MetadataStore:
     clusters' polls never read as each other's.
     """
 
-    def __init__(self, root: str, app_id: str, rules: AuditRules | None = None) -> None:
+    def __init__(self, root: str, app_id: str, rules: AuditRules | None = None,
+                 storage_options: Mapping[str, str] | None = None) -> None:
         self.root = root
         self.app_id = app_id
+        self.storage_options = storage_options
         self.rules = rules or load_rules()
         self._lock = threading.Lock()
         self._tables: dict[tuple[str, str], DeltaRsTable] = {}
@@ -60,7 +63,8 @@ class MetadataStore:
     def _table(self, name: str, cluster: str) -> DeltaRsTable:
         key = (name, cluster)
         if key not in self._tables:
-            self._tables[key] = DeltaRsTable(self.root, name, f"{self.app_id}:metadata:{cluster}")
+            self._tables[key] = DeltaRsTable(self.root, name, f"{self.app_id}:metadata:{cluster}",
+                                             self.storage_options)
         return self._tables[key]
 
     def _version(self, table: DeltaRsTable, cluster: str, at: datetime) -> int:
