@@ -22,8 +22,7 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -31,6 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
+from streaming import locations
 from streaming.broker_admission import RECORD, record_rejects
 
 LOG = logging.getLogger("kafka_health.poison")
@@ -74,37 +74,40 @@ class Failure:
 
 
 class FailureLog:
-    """The one failed batch the job knows of, in a JSON file written atomically."""
+    """The one failed batch the job knows of, in a JSON file beside the checkpoint (local or
+    on an object store), written whole or not at all."""
 
-    def __init__(self, path: Path | None) -> None:
-        self.path = path
+    def __init__(self, location: Path | str | None,
+                 storage_options: Mapping[str, str] | None = None) -> None:
+        self.location = None if location is None else str(location)
+        self.storage_options = dict(storage_options or {})
 
     def read(self) -> Failure | None:
-        if self.path is None or not self.path.exists():
+        if self.location is None:
+            return None
+        text = locations.read_text(self.location, self.storage_options)
+        if text is None:
             return None
         try:
-            raw = json.loads(self.path.read_text())
+            raw = json.loads(text)
             return Failure(str(raw["app_id"]), int(raw["batch_id"]),
                            [(str(t), int(p), int(a), int(b)) for t, p, a, b in raw["ranges"]],
                            str(raw["error"]), int(raw["count"]))
         except (ValueError, KeyError, TypeError) as err:  # a broken note only loses a bisection
-            LOG.warning("%s unreadable (%s): ignored", self.path, err)
+            LOG.warning("%s unreadable (%s): ignored", self.location, err)
             return None
 
     def record(self, app_id: str, batch_id: int, ranges: list[Range], error: BaseException
                ) -> Failure | None:
-        """Note a failed attempt; returns the note (None without a checkpoint path)."""
-        if self.path is None:
+        """Note a failed attempt; returns the note (None without a checkpoint location)."""
+        if self.location is None:
             return None
         earlier = self.read()
         failure = Failure(app_id, batch_id, ranges, type(error).__name__)
         if earlier is not None and (earlier.app_id, earlier.batch_id, earlier.ranges) == (
                 app_id, batch_id, ranges):
             failure.count = earlier.count + 1
-        partial = self.path.with_name(self.path.name + ".tmp")
-        partial.parent.mkdir(parents=True, exist_ok=True)
-        partial.write_text(json.dumps(asdict(failure)))
-        os.replace(partial, self.path)
+        locations.write_text(self.location, json.dumps(asdict(failure)), self.storage_options)
         LOG.error("batch %d failed (%s, attempt %d); its replay looks for poison records",
                   batch_id, failure.error, failure.count)
         return failure
@@ -119,8 +122,8 @@ class FailureLog:
     def clear_through(self, batch_id: int) -> None:
         """The noted batch is at or before `batch_id`, and done: the note is spent."""
         failure = self.read()
-        if self.path is not None and failure is not None and failure.batch_id <= batch_id:
-            self.path.unlink(missing_ok=True)
+        if self.location is not None and failure is not None and failure.batch_id <= batch_id:
+            locations.delete(self.location, self.storage_options)
 
 
 def isolate(rows: pa.Table, fails: Callable[[pa.Table], bool]) -> pa.Table:

@@ -53,8 +53,10 @@ class BatchProcessor:
         self.exporter = exporter
         self.pending = pending
         # The failed batch's note (streaming.poison), beside the pending marker by default.
-        self.failures = poison.FailureLog(failed_batch or (
-            pending.sibling(poison.FAILED_BATCH) if pending is not None else None))
+        self.failures = poison.FailureLog(
+            failed_batch or (pending.sibling(poison.FAILED_BATCH) if pending is not None
+                             else None),
+            pending.storage_options if pending is not None else None)
         self.attempt: tuple[int, pa.Table] | None = None  # the running batch's decoded rows
         self.stats = BatchStats()  # the newest batch whose every step is done
         # What each recent batch read and wrote, for the listener (which runs after the

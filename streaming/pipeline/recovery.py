@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from streaming import locations
 from streaming.signals.spans import Span
 
 LOG = logging.getLogger("kafka_health.recovery")
@@ -24,14 +25,14 @@ PENDING_SIGNALS = "kafka_health_pending_signals.json"
 APP_ID = "kafka_health_app_id"
 
 
-def checkpoint_app_id(checkpoint: str) -> str:
+def checkpoint_app_id(checkpoint: str, storage_options: Mapping[str, str] | None = None
+                      ) -> str:
     """A stable id per checkpoint: Delta transactions keyed by it survive restarts, and a
-    fresh checkpoint (batch ids from 0 again) gets a fresh id instead of skipping batches."""
-    marker = Path(checkpoint) / APP_ID
-    if not marker.exists():
-        marker.parent.mkdir(parents=True, exist_ok=True)
-        marker.write_text(f"kafka-health-{uuid.uuid4()}")
-    return marker.read_text().strip()
+    fresh checkpoint (batch ids from 0 again) gets a fresh id instead of skipping batches.
+    It lives in the checkpoint, local or on an object store, so a driver restarted on
+    another machine finds it."""
+    return locations.read_or_create_text(locations.join(checkpoint, APP_ID),
+                                         f"kafka-health-{uuid.uuid4()}", storage_options)
 
 
 @dataclass(frozen=True)
@@ -45,51 +46,55 @@ class Pending:
 
 
 class PendingMarker:
-    """The pending-signals marker file, written before Spark can commit its batch."""
+    """The pending-signals marker file beside the checkpoint, local or on an object store,
+    written before Spark can commit its batch."""
 
-    def __init__(self, path: Path | str) -> None:
-        self.path = Path(path)
+    def __init__(self, location: Path | str,
+                 storage_options: Mapping[str, str] | None = None) -> None:
+        self.location = str(location)
+        self.storage_options = dict(storage_options or {})
 
     @classmethod
-    def beside(cls, checkpoint: str) -> PendingMarker:
-        return cls(Path(checkpoint) / PENDING_SIGNALS)
+    def beside(cls, checkpoint: str, storage_options: Mapping[str, str] | None = None
+               ) -> PendingMarker:
+        return cls(locations.join(checkpoint, PENDING_SIGNALS), storage_options)
 
-    def sibling(self, name: str) -> Path:
+    def sibling(self, name: str) -> str:
         """Another file of the job's beside the marker (the failed batch's note)."""
-        return self.path.with_name(name)
+        return locations.join(locations.parent(self.location), name)
 
     def exists(self) -> bool:
-        return self.path.exists()
+        return locations.exists(self.location, self.storage_options)
 
     def write(self, pending: Pending) -> None:
-        """Atomically: a marker is whole or absent, never half written."""
+        """Whole or absent, never half written (locations.write_text)."""
         marker = {"app_id": pending.app_id, "batch_id": pending.batch_id,
                   "clusters": pending.clusters,
                   "spans": [[lo.isoformat(), hi.isoformat()] for lo, hi in pending.spans]}
-        partial = self.path.with_name(self.path.name + ".tmp")
-        partial.write_text(json.dumps(marker))
-        os.replace(partial, self.path)
+        locations.write_text(self.location, json.dumps(marker), self.storage_options)
 
     def clear(self) -> None:
-        self.path.unlink(missing_ok=True)
+        locations.delete(self.location, self.storage_options)
 
     def read(self) -> Pending | None:
         """The owed batch, or None without a marker; an unreadable marker stops the job
         with what to do about it."""
-        if not self.path.exists():
+        text = locations.read_text(self.location, self.storage_options)
+        if text is None:
             return None
         try:
-            marker = json.loads(self.path.read_text())
+            marker = json.loads(text)
             return Pending(
                 app_id=str(marker.get("app_id")), batch_id=int(marker["batch_id"]),
                 clusters=list(marker["clusters"]),
                 spans=[(datetime.fromisoformat(lo), datetime.fromisoformat(hi))
                        for lo, hi in marker["spans"]])
         except (ValueError, KeyError, TypeError, AttributeError) as err:
-            raise RuntimeError(f"{self.path}: unreadable pending-signals marker ({err}); "
+            raise RuntimeError(f"{self.location}: unreadable pending-signals marker ({err}); "
                                "delete it to skip recomputing the last batch's signals "
                                "(they are recomputed when late data touches them)") from err
 
     def spark_committed(self, batch_id: int) -> bool:
         """Whether Spark's commit log beside the marker holds the batch."""
-        return (self.path.parent / "commits" / str(batch_id)).exists()
+        commits = locations.join(locations.parent(self.location), "commits", str(batch_id))
+        return locations.exists(commits, self.storage_options)

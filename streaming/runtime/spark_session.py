@@ -9,6 +9,7 @@ from urllib.parse import urlparse
 from pyspark.sql import SparkSession
 
 from streaming.config import Config
+from streaming.jvm_jars import session_jars
 
 
 def build_spark(config: Config) -> SparkSession:
@@ -79,4 +80,11 @@ def spark_conf(config: Config) -> dict[str, str]:
         defaults["spark.driver.extraJavaOptions"] = (
             f"-XX:TieredStopAtLevel=1 -XX:G1HeapRegionSize=4m -Xms{memory} "
             "-XX:+UnlockExperimentalVMOptions -XX:G1NewSizePercent=25 -XX:G1MaxNewSizePercent=25")
-    return {**defaults, **config.spark.conf}
+    merged = {**defaults, **config.spark.conf}
+    # The JVM components the config asks for (Spark's kafka source, delta-spark, S3A),
+    # resolved by Maven into the cache; a user's own spark.jars come after them.
+    jars = session_jars(config)
+    if jars:
+        own = [jar for jar in merged.get("spark.jars", "").split(",") if jar]
+        merged["spark.jars"] = ",".join(jars + own)
+    return merged
