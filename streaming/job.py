@@ -42,9 +42,12 @@ class Job:
         # One writer per checkpoint and per Delta root: taken in start(), before any write.
         self.leases = Leases([config.spark.checkpoint, config.delta.path],
                              config.spark.lease_timeout_seconds)
-        self.processor = BatchProcessor(config, exporter,
-                                        checkpoint_app_id(config.spark.checkpoint),
-                                        pending=PendingMarker.beside(config.spark.checkpoint))
+        # The app id and the markers live beside the checkpoint, on its store: the same
+        # object store as the tables when it is remote (delta.storage_options).
+        storage = config.delta.storage()
+        self.processor = BatchProcessor(
+            config, exporter, checkpoint_app_id(config.spark.checkpoint, storage),
+            pending=PendingMarker.beside(config.spark.checkpoint, storage))
         self._stop = threading.Event()
 
     def start(self) -> StreamingQuery:
