@@ -361,6 +361,74 @@ class AlertPushConfig:
 
 
 @dataclass
+class MetadataClusterConfig:
+    """How to reach one watched cluster's Admin API: the same kind of client settings as
+    the metrics source (`source.kafka`, `source.secrets`), for another cluster."""
+
+    bootstrap_servers: str = ""
+    kafka: dict[str, str] = field(default_factory=dict)
+    secrets: dict[str, SecretRef] = field(default_factory=dict)
+
+    def problems(self, path: str) -> list[str]:
+        if not self.bootstrap_servers.strip():
+            return [f"{path}.bootstrap_servers: required (host:port of the watched cluster, "
+                    "not of the metrics cluster)"]
+        return []
+
+    def client_config(self, path: str) -> dict[str, str]:
+        """librdkafka settings with secrets resolved (a secret under `secrets` wins over the
+        same key under `kafka`); never log the result."""
+        conf = {"bootstrap.servers": self.bootstrap_servers, **self.kafka}
+        for key, ref in self.secrets.items():
+            conf[key] = ref.read(f"{path}.secrets.{key}")
+        return conf
+
+
+@dataclass
+class MetadataConfig:
+    """The Admin API poller of each watched cluster (streaming/metadata, docs/metadata.md).
+
+    Keyed by the cluster name the metrics carry, so a poll's causes land on the incidents,
+    gauges and pages of that cluster. Off by default: it needs a route and, on a secured
+    cluster, ACLs (Describe on the cluster, Describe and DescribeConfigs on every topic)
+    that the metrics path does not.
+    """
+
+    enabled: bool = False
+    interval_seconds: float = 30.0
+    # Each Admin API request's timeout; a poll makes three or more requests.
+    timeout_seconds: float = 10.0
+    describe_configs_batch: int = 500  # topics per DescribeConfigs request
+    clusters: dict[str, MetadataClusterConfig] = field(default_factory=dict)
+
+    def validate(self, path: str) -> None:
+        """Every problem of the section at once: an operator fixes one file edit, not one
+        restart per typo."""
+        problems = []
+        if not self.interval_seconds > 0:
+            problems.append(f"{path}.interval_seconds: must be > 0 seconds")
+        if not self.timeout_seconds > 0:
+            problems.append(f"{path}.timeout_seconds: must be > 0 seconds")
+        elif self.interval_seconds > 0 and self.timeout_seconds >= self.interval_seconds:
+            problems.append(f"{path}.timeout_seconds: must be below interval_seconds "
+                            f"({self.interval_seconds:g}); a poll makes three or more requests")
+        if self.describe_configs_batch < 1:
+            problems.append(f"{path}.describe_configs_batch: must be a whole number >= 1")
+        if self.enabled and not self.clusters:
+            problems.append(f"{path}.clusters: name at least one watched cluster to poll "
+                            f"(keyed by the cluster name its metrics carry), or set "
+                            f"{path}.enabled: false")
+        for name, cluster in self.clusters.items():
+            problems += cluster.problems(f"{path}.clusters.{name}")
+        if problems:
+            raise ConfigError("\n".join(problems))
+
+    def polled(self) -> dict[str, MetadataClusterConfig]:
+        """The clusters to poll: none unless enabled."""
+        return dict(self.clusters) if self.enabled else {}
+
+
+@dataclass
 class Config:
     spark: SparkConfig = field(default_factory=SparkConfig)
     source: SourceConfig = field(default_factory=SourceConfig)
@@ -371,6 +439,7 @@ class Config:
     exporter: ExporterConfig = field(default_factory=ExporterConfig)
     alert_push: AlertPushConfig = field(default_factory=AlertPushConfig)
     clusters: dict[str, dict[str, Any]] = field(default_factory=dict)
+    metadata: MetadataConfig = field(default_factory=MetadataConfig)
 
     def validate(self) -> Config:
         for f in dataclasses.fields(self):
@@ -385,6 +454,9 @@ class Config:
         refs = {f"source.secrets.{key}": ref for key, ref in self.source.secrets.items()}
         refs.update({f"delta.storage_secrets.{key}": ref
                      for key, ref in self.delta.storage_secrets.items()})
+        refs.update({f"metadata.clusters.{name}.secrets.{key}": ref
+                     for name, cluster in self.metadata.polled().items()
+                     for key, ref in cluster.secrets.items()})
         push = self.alert_push
         for name in ("password", "bearer_token"):
             ref = getattr(push, name)

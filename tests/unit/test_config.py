@@ -80,3 +80,68 @@ def test_example_config_documents_every_key_and_loads():
             missing = [f.name for f in dataclasses.fields(default)
                        if f.name not in (data[section.name] or {})]
             assert not missing, f"{section.name}: {missing} missing from config.example.yaml"
+
+
+# --- metadata ----------------------------------------------------------------------------
+
+
+def test_metadata_is_off_by_default_and_polls_nothing():
+    config = load_config(None, environ={})
+    assert config.metadata.enabled is False and config.metadata.polled() == {}
+
+
+def test_metadata_reports_every_problem_of_the_section_at_once(tmp_path):
+    path = write(tmp_path, "metadata:\n  enabled: true\n  timeout_seconds: 30\n"
+                           "  describe_configs_batch: 0\n  clusters:\n    a: {}\n    b: {}\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(path, environ={})
+    lines = str(err.value).splitlines()
+    assert [line.split(":")[0] for line in lines] == [
+        "metadata.timeout_seconds", "metadata.describe_configs_batch",
+        "metadata.clusters.a.bootstrap_servers", "metadata.clusters.b.bootstrap_servers"]
+
+
+def test_metadata_enabled_without_clusters_says_what_to_add(tmp_path):
+    path = write(tmp_path, "metadata: {enabled: true}\n")
+    with pytest.raises(ConfigError, match=r"metadata.clusters: name at least one"):
+        load_config(path, environ={})
+
+
+def test_metadata_cluster_keys_get_did_you_mean(tmp_path):
+    path = write(tmp_path, "metadata:\n  clusters:\n    prod: {bootstrap_server: k:9092}\n")
+    with pytest.raises(ConfigError, match=r"metadata.clusters.prod.bootstrap_server: unknown "
+                                          r"key. Did you mean 'bootstrap_servers'"):
+        load_config(path, environ={})
+
+
+def test_metadata_secrets_are_references_resolved_late_and_masked(tmp_path):
+    secret = tmp_path / "pw"
+    secret.write_text("s3cr3t-value\n")
+    path = write(tmp_path, f"""
+metadata:
+  enabled: true
+  clusters:
+    prod-east:
+      bootstrap_servers: kafka-1:9093
+      kafka: {{security.protocol: SASL_SSL, sasl.password: inline-value}}
+      secrets: {{sasl.password: {{file: {secret}}}}}
+""")
+    config = load_config(path, environ={})
+    key = "metadata.clusters.prod-east.secrets.sasl.password"
+    assert list(config.secret_refs()) == [key]
+    cluster = config.metadata.polled()["prod-east"]
+    resolved = cluster.client_config("metadata.clusters.prod-east")
+    assert resolved == {"bootstrap.servers": "kafka-1:9093", "security.protocol": "SASL_SSL",
+                        "sasl.password": "s3cr3t-value"}
+    shown = str(redacted(config))
+    assert "s3cr3t-value" not in shown and "inline-value" not in shown
+
+
+def test_metadata_from_the_environment(tmp_path):
+    config = load_config(None, environ={
+        "KAFKA_HEALTH__METADATA__ENABLED": "true",
+        "KAFKA_HEALTH__METADATA__INTERVAL_SECONDS": "5",
+        "KAFKA_HEALTH__METADATA__TIMEOUT_SECONDS": "2",
+        "KAFKA_HEALTH__METADATA__CLUSTERS": '{"demo": {"bootstrap_servers": "127.0.0.1:9092"}}'})
+    assert config.metadata.interval_seconds == 5.0
+    assert config.metadata.polled()["demo"].bootstrap_servers == "127.0.0.1:9092"
