@@ -46,8 +46,16 @@ extras=""
 [ "${1:-}" = "--test" ] && extras="[test]"
 want="$(sha1sum pyproject.toml | cut -d' ' -f1)$extras"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-  .venv/bin/python -m pip install --quiet --upgrade pip
-  .venv/bin/python -m pip install --quiet -e ".$extras"
+  # pip's and the build backend's chatter goes to a log, shown only when the install fails
+  pip_log="$(mktemp)"
+  if ! { .venv/bin/python -m pip install --quiet --upgrade pip \
+         && .venv/bin/python -m pip install --quiet -e ".$extras"; } >"$pip_log" 2>&1; then
+    cat "$pip_log" >&2
+    echo "bootstrap.sh: installing the Python packages failed (pip's output above)" >&2
+    rm -f "$pip_log"
+    exit 1
+  fi
+  rm -f "$pip_log"
   echo "$want" > "$stamp"
 fi
 bash deploy/jvm/resolve.sh

@@ -35,6 +35,7 @@ NOISY: dict[str, tuple[int, int, int]] = {
 
 # The Spark driver JVM's log4j2 levels by verbosity, for local runs (see spark_log_config).
 SPARK_LEVELS = ("error", "warn", "info")
+SPARK_LEVEL_ENV = "KAFKA_HEALTH_SPARK_LOG_LEVEL"
 LOG4J2 = """\
 # Written by kafka-health for a local Spark driver: console at {level}, and the
 # warnings every local run prints (no native Hadoop library, a loopback hostname) hidden.
@@ -111,3 +112,5 @@ def spark_log_config(verbosity: int) -> None:
         out.write(LOG4J2.format(level=level))
     os.replace(scratch, os.path.join(folder, "log4j2.properties"))
     os.environ["SPARK_CONF_DIR"] = folder
+    # build_spark sets the running context's level too: to this one, not its own default
+    os.environ[SPARK_LEVEL_ENV] = level

@@ -48,5 +48,5 @@ def stop_planning_daemons(spark: SparkSession) -> list[str]:
                  str(error).splitlines()[0] if str(error) else type(error).__name__)
         return []
     if stopped:
-        LOG.info("stopped the idle planning daemons of %s", ", ".join(sorted(stopped)))
+        LOG.debug("stopped the idle planning daemons of %s", ", ".join(sorted(stopped)))
     return stopped

@@ -10,6 +10,7 @@ from pyspark.sql import SparkSession
 
 from streaming.config import Config
 from streaming.jvm_jars import session_jars
+from streaming.logsetup import SPARK_LEVEL_ENV
 
 
 def build_spark(config: Config) -> SparkSession:
@@ -22,7 +23,8 @@ def build_spark(config: Config) -> SparkSession:
     for key, value in spark_conf(config).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("WARN")
+    # The command line's verbosity (streaming.logsetup) when it set one, else warnings
+    spark.sparkContext.setLogLevel(os.environ.get(SPARK_LEVEL_ENV, "warn").upper())
     return spark
 
 
