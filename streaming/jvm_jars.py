@@ -70,11 +70,14 @@ def session_jars(config: Config) -> list[str]:
     Raises MissingJars naming the component, the config key that needs it and
     `bash deploy/bootstrap.sh` when a required component is neither in the cache nor in
     Spark's own jars folder. Reads only the file system; never downloads."""
+    needed = required_components(config)
+    if not needed:
+        return []  # the common case touches no file system
     spark_dir = spark_jars_dir()
     own = {p.name for p in spark_dir.glob("*.jar")} if spark_dir is not None else set()
     folder = cache_dir() / "jvm"
     jars: list[str] = []
-    for component, reason in required_components(config).items():
+    for component, reason in needed.items():
         resolved = sorted((folder / component).glob("*.jar"))
         if not resolved:
             if any(name.startswith(MARKERS[component]) for name in own):
