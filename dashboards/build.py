@@ -304,13 +304,14 @@ def column(name: str, unit: str | None = None, thr: str | None = None, *,
 
 def table(title: str, description: str, targets: list[dict], *, renames: dict[str, str],
           order: list[str], columns: list[dict], sort_by: str | None = None,
-          sort_desc: bool = False, w: int = 24, h: int = 8) -> dict:
+          sort_desc: bool = False, w: int = 24, h: int = 8, hide: tuple[str, ...] = ()) -> dict:
     """A table of instant queries merged on their labels.
 
     `renames` maps frame field names ("Value #A", label names) to column titles,
-    `order` lists the raw field names in display order.
+    `order` lists the raw field names in display order, `hide` the fields not shown (the
+    value of an info series, always 1).
     """
-    exclude = {"Time": True}
+    exclude = {"Time": True, **dict.fromkeys(hide, True)}
     p = {
         "type": "table",
         "title": title,
@@ -961,6 +962,20 @@ def durability() -> dict:
               columns=[column("Partitions missing it", decimals=0),
                        column("Broker", links=BROKER_LINK)],
               sort_by="Partitions missing it", sort_desc=True, w=12, h=9),
+        table("Causes per leader",
+              "What the pages say: per leader (none for offline partitions) and kind, the "
+              "brokers behind its partitions in trouble, as KafkaUnderMinIsrPartitions, "
+              "KafkaOfflinePartitions and KafkaUnderReplicatedPartitions name them in their "
+              "summaries (which leave it out while the Admin API does not answer: see Admin "
+              "API reachable). From the latest successful poll; empty while every "
+              "partition is healthy.",
+              [target("max by (cluster, kind, leader, cause) "
+                      f"(kafka_health_metadata_cause_info{{{C}}})",
+                      ref="A", instant=True, table=True)],
+              renames={"cluster": "Cluster", "kind": "Kind", "leader": "Leader",
+                       "cause": "Cause"},
+              order=["cluster", "kind", "leader", "cause"], columns=[], hide=("Value #A",),
+              sort_by="Kind", w=24, h=7),
     ]
     return dashboard(
         "kafka-health-durability", "kafka-health / Durability",

@@ -6,16 +6,20 @@ Per watched cluster a poller thread (`poller`) fetches a snapshot (`admin`, `mod
 every 30 s; pure functions turn snapshots into table rows (`changes` for
 cluster_metadata, `audit` + `reconcile` for durability_audit), rank the brokers behind
 the trouble (`causes`), and set the exporter's gauges (`export`); `store` writes the two
-tables, and `handler.PollHandler` is the one callback that does all of it per poll.
+tables, `board` hands the ranked causes to the pipeline's signals thread (incidents'
+`cause`), and `handler.PollHandler` is the one callback that does all of it per poll;
+`service.MetadataService` builds and runs it all from the job's config.
 Thresholds live in metrics_schemas/durability.yaml; docs/metadata.md says how to run it
 and what confluent-kafka does not expose (eligible leader replicas, leader recovery
 state).
 """
 
 from streaming.metadata.audit import audit
+from streaming.metadata.board import CauseBoard, CauseView, cause_view
 from streaming.metadata.causes import KINDS, Cause, rank_causes, top_brokers_by_kind
 from streaming.metadata.changes import snapshot_changes
 from streaming.metadata.export import (
+    export_cause_info,
     export_causes,
     export_findings,
     export_health,
@@ -36,6 +40,8 @@ __all__ = [
     "AuditRules",
     "BrokerInfo",
     "Cause",
+    "CauseBoard",
+    "CauseView",
     "ClusterSnapshot",
     "MetadataPoller",
     "MetadataStore",
@@ -47,6 +53,8 @@ __all__ = [
     "Recorded",
     "TopicInfo",
     "audit",
+    "cause_view",
+    "export_cause_info",
     "export_causes",
     "export_findings",
     "export_health",

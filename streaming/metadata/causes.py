@@ -37,6 +37,12 @@ class Cause:
     more_brokers: int  # missing brokers beyond the top N
     sentence: str
 
+    @property
+    def blame(self) -> str | None:
+        """The brokers behind it, as a page says it ("brokers 4 and 5 out of ISR"), or None
+        when no broker can be named."""
+        return _blame(self.kind, [b for b, _ in self.brokers], self.more_brokers)
+
 
 def partition_kind(topic: TopicInfo, p: PartitionInfo) -> str | None:
     """The worst trouble a partition is in, or None when healthy.
@@ -66,17 +72,21 @@ def missing_brokers(snapshot: ClusterSnapshot, p: PartitionInfo) -> tuple[int, .
     return isr_down or tuple(r for r in p.replicas if r not in live)
 
 
+def _blame(kind: str, named: list[int], more: int) -> str | None:
+    if not named:
+        return None
+    tail = f" (and {more} more)" if more else ""
+    state = "unavailable" if kind == OFFLINE else "out of ISR"
+    return f"{brokers(named)} {state}{tail}"
+
+
 def _sentence(kind: str, leader: int | None, partitions: int,
               ranked: list[tuple[int, int]], more: int) -> str:
     head = counted(partitions, "partition") + " " + _WORDS[kind]
     if leader is not None:
         head += f" on leader {leader}"
-    if not ranked:
-        return head
-    named = [b for b, _ in ranked]
-    tail = f" (and {more} more)" if more else ""
-    state = "unavailable" if kind == OFFLINE else "out of ISR"
-    return f"{head}: {brokers(named)} {state}{tail}"
+    blame = _blame(kind, [b for b, _ in ranked], more)
+    return head if blame is None else f"{head}: {blame}"
 
 
 def _rank(missing: Counter[int], top_n: int) -> list[tuple[int, int]]:

@@ -14,6 +14,7 @@ import contextlib
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from streaming.metadata.board import CauseView
 from streaming.metadata.causes import top_brokers_by_kind
 from streaming.metadata.health import PollerHealth
 from streaming.metadata.model import ClusterSnapshot
@@ -27,6 +28,7 @@ LAST_SUCCESS = "kafka_health_metadata_last_success_timestamp_seconds"
 ERROR = "kafka_health_metadata_error"
 FINDINGS = "kafka_health_durability_audit_findings"
 CAUSES = "kafka_health_metadata_cause_broker_partitions"
+CAUSE_INFO = "kafka_health_metadata_cause_info"
 
 
 def _replace(exporter: Exporter, name: str, cluster: str,
@@ -76,6 +78,14 @@ def export_causes(exporter: Exporter, snapshot: ClusterSnapshot, top_n: int = 3)
               for kind, ranked in top_brokers_by_kind(snapshot, top_n).items()
               for broker, count in ranked}
     _replace(exporter, CAUSES, snapshot.cluster, values)
+
+
+def export_cause_info(exporter: Exporter, view: CauseView) -> None:
+    """One series per (kind, leader) with brokers to blame, the blame as its `cause` label
+    (value 1), read by the alert rules' annotations; a cause that cleared, or whose text
+    changed, loses its series. At most one series per leader and kind, never per partition."""
+    _replace(exporter, CAUSE_INFO, view.cluster,
+             {(kind, leader, blame): 1.0 for (leader, kind), blame in view.blame.items()})
 
 
 def export_poll(exporter: Exporter, health: PollerHealth, snapshot: ClusterSnapshot | None,

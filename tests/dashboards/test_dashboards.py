@@ -345,6 +345,7 @@ OPTIONAL_IN_HEALTHY = {
     # the Admin API poller's error class and cause brokers exist only while in trouble
     "kafka_health_metadata_error",
     "kafka_health_metadata_cause_broker_partitions",
+    "kafka_health_metadata_cause_info",
 }
 
 
@@ -399,6 +400,7 @@ def _value(metric: str, labels: dict[str, str], troubled: bool) -> float:
         "kafka_health_metadata_error": 1,
         "kafka_health_durability_audit_findings": 2 if troubled else 0,
         "kafka_health_metadata_cause_broker_partitions": 4,
+        "kafka_health_metadata_cause_info": 1,
     }
     return float(table[metric])
 
@@ -406,7 +408,8 @@ def _value(metric: str, labels: dict[str, str], troubled: bool) -> float:
 def _label_sets(labelnames: list[str], clusters: dict[str, list[str]]) -> list[dict[str, str]]:
     extra_values = {"bound": BOUNDS, "binding_bound": ["file_descriptors"], "kind": KINDS,
                     "reason": REASONS, "field": ["cluster"], "rule": AUDIT_RULES,
-                    "error": ["unauthorized"]}
+                    "error": ["unauthorized"], "leader": ["1"],
+                    "cause": ["brokers 4 and 5 out of ISR"]}
     sets: list[dict[str, str]] = [{}]
     for name in labelnames:
         if name == "cluster":
