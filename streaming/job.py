@@ -16,6 +16,7 @@ from pyspark.sql.streaming import StreamingQuery
 from streaming.config import Config
 from streaming.exporter import Exporter
 from streaming.lease import Leases
+from streaming.metadata.service import MetadataService
 from streaming.pipeline.batch import BatchProcessor
 from streaming.pipeline.recovery import PendingMarker, checkpoint_app_id
 from streaming.runtime.lag_probe import LagProbe
@@ -45,16 +46,24 @@ class Job:
         # The app id and the markers live beside the checkpoint, on its store: the same
         # object store as the tables when it is remote (delta.storage_options).
         storage = config.delta.storage()
+        # The Admin API pollers (metadata.clusters): their board of causes is read by the
+        # incidents stage; they poll from start() to stop().
+        self.metadata = MetadataService(config, exporter)
         self.processor = BatchProcessor(
             config, exporter, checkpoint_app_id(config.spark.checkpoint, storage),
-            pending=PendingMarker.beside(config.spark.checkpoint, storage))
+            pending=PendingMarker.beside(config.spark.checkpoint, storage),
+            causes=self.metadata.board if self.metadata.enabled else None)
         self._stop = threading.Event()
 
     def start(self) -> StreamingQuery:
         self.leases.acquire()  # LeaseHeld, naming the other job, while one runs
         try:
+            # Before the query, so its first batches may already find causes; under the
+            # lease, since the pollers write the metadata tables.
+            self.metadata.start(self.processor.app_id, self.config.delta.storage())
             return self._start()
         except BaseException:
+            self.metadata.stop()
             self.leases.release()
             raise
 
@@ -90,6 +99,7 @@ class Job:
             self.spark.streams.removeListener(self.listener)
             self.listener = None
             self.lag.close()
+        self.metadata.stop()  # its writes are under the lease too
         self.leases.release()
 
     def install_signal_handlers(self) -> None:

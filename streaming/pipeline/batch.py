@@ -25,6 +25,7 @@ from streaming.config import Config
 from streaming.decode.packing import unpack
 from streaming.decode.records import reason_category
 from streaming.exporter import Exporter
+from streaming.metadata.board import CauseBoard
 from streaming.pipeline.handoff import Handoff, PreviousBatchFailed
 from streaming.pipeline.identity_warning import DefaultedIdentity
 from streaming.pipeline.recovery import Pending, PendingMarker
@@ -48,10 +49,11 @@ class BatchProcessor:
 
     def __init__(self, config: Config, exporter: Exporter | None,
                  app_id: str = "kafka-health", pending: PendingMarker | None = None,
-                 failed_batch: str | None = None) -> None:
+                 failed_batch: str | None = None, causes: CauseBoard | None = None) -> None:
         self.config = config
         self.exporter = exporter
         self.pending = pending
+        self.causes = causes  # the Admin API's causes, read by the incidents stage
         # The failed batch's note (streaming.poison), beside the pending marker by default.
         self.failures = poison.FailureLog(
             failed_batch or (pending.sibling(poison.FAILED_BATCH) if pending is not None
@@ -83,7 +85,7 @@ class BatchProcessor:
         self.poison_tables = {name: DeltaRsTable(self.config.delta.path, name,
                                                  f"{app_id}:poison")
                               for name in ("bronze", "quarantine")}
-        self.stages = SignalStages(self.config, self.exporter, self.tables)
+        self.stages = SignalStages(self.config, self.exporter, self.tables, self.causes)
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         try:

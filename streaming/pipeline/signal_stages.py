@@ -24,6 +24,8 @@ from streaming.broker_admission import BrokerAdmission
 from streaming.config import Config
 from streaming.exporter import Exporter
 from streaming.headroom.stage import HeadroomTracker
+from streaming.metadata.board import CauseBoard
+from streaming.pipeline.incident_causes import stored_causes, with_causes
 from streaming.pipeline.stats import stopwatch
 from streaming.signals.broker import (
     SAMPLE_COLUMNS,
@@ -44,13 +46,18 @@ TS = pa.timestamp("us", "UTC")
 
 
 class SignalStages:
-    """The stages that compute from bronze, over the tables of one job (`tables`)."""
+    """The stages that compute from bronze, over the tables of one job (`tables`).
+
+    `causes` is the Admin API pollers' board (streaming.metadata), read only: the stages
+    take the newest causes published on it and never wait for a poll.
+    """
 
     def __init__(self, config: Config, exporter: Exporter | None,
-                 tables: dict[str, DeltaRsTable]) -> None:
+                 tables: dict[str, DeltaRsTable], causes: CauseBoard | None = None) -> None:
         self.config = config
         self.exporter = exporter
         self.tables = tables
+        self.causes = causes
         self.timings: dict[str, float] = {}  # the running batch's
         self.push_failures_seen = alertpush.STATS.failures
         self.headroom = HeadroomTracker(config.clusters, tables["partition_headroom"].read)
@@ -112,8 +119,11 @@ class SignalStages:
                     exporter.update_staleness(
                         cfg.stale_after_intervals * cfg.scrape_interval_seconds)
                 if push.urls():
-                    push_incidents(push, opened_in_signals(
-                        rows, cfg.window_seconds + cfg.watermark_seconds), self.may_page)
+                    opened = opened_in_signals(rows, cfg.window_seconds + cfg.watermark_seconds)
+                    for incident in opened:
+                        incident["cause"] = self.cause_of(
+                            incident["cluster"], incident["kind"], incident["broker"])
+                    push_incidents(push, opened, self.may_page)
         with stopwatch(timings, "broker_signals_merge"):
             self.tables["broker_signals"].upsert(broker_rows, batch_id)
         failpoints.hit("broker_signals_committed")
@@ -222,16 +232,24 @@ class SignalStages:
             self.exporter.update_churn(
                 unmatched_shrinks(broker_rows.to_pylist(), cfg.isr_churn_match_seconds))
         computed = incident_runs(incident_conditions(broker_rows, cluster_rows, cfg))
-        earlier = self.tables["incidents"].read(
-            (ds.field("started_at") < pa.scalar(horizon, TS))
-            & (ds.field("resolved_at").is_null()
-               | (ds.field("resolved_at") >= pa.scalar(horizon, TS))),
-            of_clusters)
-        incidents = anchor_incidents(computed, earlier, horizon)
+        # Every stored incident the recomputation can touch: open, or resolved inside the
+        # horizon. Those started before it are anchored; all of them keep their cause.
+        stored = self.tables["incidents"].read(
+            ds.field("resolved_at").is_null()
+            | (ds.field("resolved_at") >= pa.scalar(horizon, TS)), of_clusters)
+        earlier = stored.filter(pc.less(stored["started_at"], pa.scalar(horizon, TS)))
+        incidents = with_causes(anchor_incidents(computed, earlier, horizon),
+                                stored_causes(stored),
+                                self.cause_of if self.causes is not None else None)
         self.tables["incidents"].upsert(incidents, batch_id, owned=Scope(
             ds.field("started_at") >= pa.scalar(horizon, TS), of_clusters))
         if self.config.alert_push.urls():
             push_incidents(self.config.alert_push, incidents.to_pylist(), self.may_page)
+
+    def cause_of(self, cluster: str, kind: str, broker: str) -> str | None:
+        """The brokers the Admin API blames for an incident, from the newest fresh poll of
+        its cluster (None without one)."""
+        return None if self.causes is None else self.causes.cause(cluster, kind, broker)
 
     def may_page(self, cluster: str) -> bool:
         """Whether the direct push may page for this cluster: one named under `clusters:`

@@ -5,19 +5,40 @@ from __future__ import annotations
 import logging
 from datetime import UTC, datetime
 
+from deltalake.schema import Field
+
 from streaming.sinks.delta_rs import DeltaRsTable
 
 LOG = logging.getLogger("kafka_health.tables")
+# The last two are written by the Admin API pollers (streaming.metadata), in transactions
+# of their own; they are opened here for compaction.
 TABLES = ("bronze", "quarantine", "broker_signals", "cluster_signals", "incidents", "dq_results",
-          "partition_headroom")
+          "partition_headroom", "cluster_metadata", "durability_audit")
 
 
 def open_tables(delta_root: str, app_id: str) -> dict[str, DeltaRsTable]:
     """Every table of the job, created when missing, writing in transactions of `app_id`."""
     tables = {name: DeltaRsTable(delta_root, name, app_id) for name in TABLES}
     for table in tables.values():
-        table.ensure()
+        add_missing_columns(table)
     return tables
+
+
+def add_missing_columns(table: DeltaRsTable) -> list[str]:
+    """Add the columns metrics_schemas/tables.yaml has and the stored table lacks (all
+    nullable); returns their names.
+
+    Why: a table written by an older version of the job (incidents before `cause`) would
+    otherwise fail every read that names the new column, and a MERGE would silently drop
+    it. Rows written before read the new column as null.
+    """
+    stored = table.ensure()
+    present = set(stored.schema().to_arrow().names)
+    missing = [f for f in table.schema if f.name not in present]
+    if missing:
+        stored.alter.add_columns([Field.from_arrow(f) for f in missing])
+        LOG.info("%s: added the column(s) %s", table.name, ", ".join(f.name for f in missing))
+    return [f.name for f in missing]
 
 
 def compact(tables: dict[str, DeltaRsTable]) -> None:

@@ -285,6 +285,9 @@ def incident_runs(conditions: pa.Table) -> pa.Table:
         "resolved_at": pa.array(resolved, pa.int64(), mask=~(directly | after_gap)).cast(TS),
         "peak_value": _peaks(rows["value"].take(pa.array(picked)), begins),
         "updated_at": pa.array([now] * len(ids), TS),
+        # Filled by the pipeline from the Admin API (streaming.pipeline.incident_causes):
+        # the metrics alone cannot say which brokers are behind a run.
+        "cause": pa.nulls(len(ids), pa.string()),
     })
     return table.sort_by([("cluster", "ascending"), ("broker", "ascending"),
                           ("kind", "ascending"), ("started_at", "ascending")]).cast(schema)
