@@ -9,8 +9,8 @@ from urllib.parse import urlparse
 from pyspark.sql import SparkSession
 
 from streaming.config import Config
-from streaming.jvm_jars import session_jars
 from streaming.logsetup import SPARK_LEVEL_ENV
+from streaming.runtime.jvm_jars import session_jars
 
 
 def build_spark(config: Config) -> SparkSession:

@@ -29,7 +29,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from streaming.testbed.jvm import agent_jar, classpath, java
+from streaming.runtime.jvm import agent_jar, classpath, java
 
 LOG = logging.getLogger("kafka_health.testbed")
 RULES = Path(__file__).with_name("jmx_exporter_rules.yaml")

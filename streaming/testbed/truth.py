@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from streaming.testbed.jvm import classpath, java
+from streaming.runtime.jvm import classpath, java
 
 BROKER_FIELDS = ("under_min_isr", "under_replicated", "leader_count")
 

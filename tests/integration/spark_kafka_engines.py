@@ -3,7 +3,7 @@
     python -m tests.integration.spark_kafka_engines CONFIG OUT EXPECTED_RECORDS TIMEOUT
 
 A process of its own, so its session is built with Spark's kafka source on `spark.jars`
-(streaming.jvm_jars.session_jars): pyspark keeps one JVM per process, and a session the
+(streaming.runtime.jvm_jars.session_jars): pyspark keeps one JVM per process, and a session the
 test run already holds could not take jars any more. For each engine ("spark", then
 "python") the decoded rows of every micro-batch land in OUT/<engine>.arrow and the Kafka
 records they came from are counted; the query stops once EXPECTED_RECORDS were read, and
@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from streaming.config import load_config
 from streaming.decode.packing import unpack
-from streaming.jvm_jars import session_jars
+from streaming.runtime.jvm_jars import session_jars
 from streaming.runtime.spark_session import build_spark
 from streaming.source.reader import read_decoded_stream
 

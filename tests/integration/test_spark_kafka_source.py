@@ -1,5 +1,5 @@
 """source.engine spark, for real: a local Spark session with Spark's kafka source on its
-classpath (the spark-kafka component resolved by Maven, through streaming.jvm_jars) reads a
+classpath (the spark-kafka component resolved by Maven, through streaming.runtime.jvm_jars) reads a
 topic of the one-node metrics Kafka cluster, and the decoded rows equal those of the python
 engine over the same records: Jolokia and Prometheus records with keys, one naming its
 cluster and broker only in headers, a record that is not JSON, a tombstone."""
@@ -18,7 +18,7 @@ import yaml
 from confluent_kafka import Producer
 
 from streaming.config import load_config
-from streaming.jvm_jars import MissingJars, session_jars
+from streaming.runtime.jvm_jars import MissingJars, session_jars
 from streaming.simulate.model import ClusterModel
 from streaming.simulate.runner import Simulator
 

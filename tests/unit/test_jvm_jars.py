@@ -12,7 +12,7 @@ import pyspark
 import pytest
 
 from streaming.config import Config, DeltaConfig, SourceConfig, SparkConfig
-from streaming.jvm_jars import MissingJars, required_components, session_jars, spark_jars_dir
+from streaming.runtime.jvm_jars import MissingJars, required_components, session_jars, spark_jars_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 POM = ROOT / "deploy" / "jvm" / "pom.xml"
@@ -113,7 +113,7 @@ def test_pinned_versions_match_the_installed_pyspark() -> None:
 def test_resolved_components_ship_nothing_pyspark_has(component: str) -> None:
     """Against the real cache (deploy/jvm/resolve.sh, run by bootstrap): no artifact of a
     Spark component is also in the wheel's jars, at any version."""
-    from streaming.testbed.jvm import cache_dir
+    from streaming.runtime.jvm import cache_dir
 
     folder = cache_dir() / "jvm" / component
     jars = sorted(folder.glob("*.jar"))

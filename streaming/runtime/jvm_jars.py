@@ -20,7 +20,7 @@ from pathlib import Path
 
 from streaming.config import Config
 from streaming.locations import scheme
-from streaming.testbed.jvm import JvmError, cache_dir
+from streaming.runtime.jvm import JvmError, cache_dir
 
 # component -> a file-name prefix of the jar that makes it present in Spark's jars folder
 MARKERS = {
