@@ -131,6 +131,33 @@ def s3_filesystem(options: Mapping[str, str]) -> pafs.S3FileSystem:
     return pafs.S3FileSystem(**kwargs)
 
 
+def s3a_hadoop_conf(options: Mapping[str, str]) -> dict[str, str]:
+    """Spark's S3A settings (`spark.hadoop.fs.s3a.*`) for the same store as delta-rs-style
+    storage options, so one set of options serves delta-rs, pyarrow and Spark's own
+    checkpoint and delta-spark I/O. An endpoint of its own implies path-style access (the
+    way S3-compatible servers answer); secrets stay in the returned mapping only (Spark
+    redacts keys matching secret/access.key in its UI and logs)."""
+    conf: dict[str, str] = {}
+    endpoint = _option(options, "endpoint_url", "endpoint")
+    if endpoint:
+        conf["fs.s3a.endpoint"] = endpoint.rstrip("/")
+        conf["fs.s3a.path.style.access"] = str(
+            not _truthy(_option(options, "virtual_hosted_style_request"))).lower()
+        if endpoint.lower().startswith("http://") or _truthy(_option(options, "allow_http")):
+            conf["fs.s3a.connection.ssl.enabled"] = "false"
+    for key, names in (("fs.s3a.access.key", ("access_key_id",)),
+                       ("fs.s3a.secret.key", ("secret_access_key",)),
+                       ("fs.s3a.session.token", ("session_token", "token")),
+                       ("fs.s3a.endpoint.region", ("region", "default_region"))):
+        value = _option(options, *names)
+        if value:
+            conf[key] = value
+    if "fs.s3a.session.token" in conf:
+        conf["fs.s3a.aws.credentials.provider"] = (
+            "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider")
+    return {f"spark.hadoop.{key}": value for key, value in conf.items()}
+
+
 def filesystem(location: str, storage_options: Mapping[str, str] | None = None
                ) -> tuple[pafs.FileSystem, str]:
     """A pyarrow file system and the path inside it for `location`. s3a:// and s3n:// are

@@ -79,11 +79,12 @@ class BatchProcessor:
     def set_app_id(self, app_id: str) -> None:
         """Transactions are keyed by the query id, so a new checkpoint never skips batches."""
         self.app_id = app_id
-        self.tables = open_tables(self.config.delta.path, app_id)
+        storage = self.config.delta.storage()
+        self.tables = open_tables(self.config.delta.path, app_id, storage)
         # Poison records leave bronze and enter quarantine in transactions of their own: the
         # failed attempt may have committed the batch's own already.
         self.poison_tables = {name: DeltaRsTable(self.config.delta.path, name,
-                                                 f"{app_id}:poison")
+                                                 f"{app_id}:poison", storage)
                               for name in ("bronze", "quarantine")}
         self.stages = SignalStages(self.config, self.exporter, self.tables, self.causes)
 

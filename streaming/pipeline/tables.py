@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from datetime import UTC, datetime
 
 from deltalake.schema import Field
@@ -16,9 +17,12 @@ TABLES = ("bronze", "quarantine", "broker_signals", "cluster_signals", "incident
           "partition_headroom", "cluster_metadata", "durability_audit")
 
 
-def open_tables(delta_root: str, app_id: str) -> dict[str, DeltaRsTable]:
-    """Every table of the job, created when missing, writing in transactions of `app_id`."""
-    tables = {name: DeltaRsTable(delta_root, name, app_id) for name in TABLES}
+def open_tables(delta_root: str, app_id: str,
+                storage_options: Mapping[str, str] | None = None) -> dict[str, DeltaRsTable]:
+    """Every table of the job, created when missing, writing in transactions of `app_id`;
+    `storage_options` reach a remote root (delta.storage_options with its secrets)."""
+    tables = {name: DeltaRsTable(delta_root, name, app_id, storage_options)
+              for name in TABLES}
     for table in tables.values():
         add_missing_columns(table)
     return tables

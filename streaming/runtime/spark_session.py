@@ -9,6 +9,7 @@ from urllib.parse import urlparse
 from pyspark.sql import SparkSession
 
 from streaming.config import Config
+from streaming.locations import s3a_hadoop_conf, scheme
 from streaming.logsetup import SPARK_LEVEL_ENV
 from streaming.runtime.jvm_jars import session_jars
 
@@ -82,6 +83,10 @@ def spark_conf(config: Config) -> dict[str, str]:
         defaults["spark.driver.extraJavaOptions"] = (
             f"-XX:TieredStopAtLevel=1 -XX:G1HeapRegionSize=4m -Xms{memory} "
             "-XX:+UnlockExperimentalVMOptions -XX:G1NewSizePercent=25 -XX:G1MaxNewSizePercent=25")
+    if "s3a" in (scheme(config.spark.checkpoint), scheme(config.delta.path)):
+        # Spark's checkpoint (and delta-spark) reach the store through S3A: the same
+        # endpoint and keys as delta-rs (delta.storage_options); spark.conf still wins.
+        defaults.update(s3a_hadoop_conf(config.delta.storage()))
     merged = {**defaults, **config.spark.conf}
     # The JVM components the config asks for (Spark's kafka source, delta-spark, S3A),
     # resolved by Maven into the cache; a user's own spark.jars come after them.

@@ -4,44 +4,23 @@ pyarrow, and s3:// and s3a:// locations name the same objects."""
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import pyarrow as pa
-import pyarrow.fs as pafs
 import pytest
-from moto.server import ThreadedMotoServer
 
 from streaming.config import load_config
 from streaming.locations import exists, join, read_or_create_text, read_text, write_text
 from streaming.sinks.delta_rs import DeltaRsTable
 from streaming.source.kafka_python import checkpoint_storage, last_checkpointed_offsets
-
-BUCKET = "kafka-health"
-KEY_ID, SECRET = "kafka-health-test", "not-a-real-secret"
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+from tests.s3 import BUCKET, KEY_ID, SECRET, s3_server
 
 
 @pytest.fixture(scope="module")
 def s3() -> Iterator[str]:
-    """moto's S3 server on 127.0.0.1 with one bucket; yields its endpoint URL."""
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()  # returns once the server is bound
-    try:
-        admin = pafs.S3FileSystem(endpoint_override=f"127.0.0.1:{port}", scheme="http",
-                                  access_key=KEY_ID, secret_key=SECRET, region="us-east-1",
-                                  allow_bucket_creation=True)
-        admin.create_dir(BUCKET)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.stop()
+    with s3_server() as server:
+        yield server.endpoint
 
 
 @pytest.fixture

@@ -1,0 +1,50 @@
+"""An S3-compatible server for tests: moto's server mode on 127.0.0.1 with one bucket, and
+the storage options that reach it (delta-rs' names, which streaming.locations also maps
+for pyarrow and Spark's S3A)."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import pyarrow.fs as pafs
+from moto.server import ThreadedMotoServer
+
+BUCKET = "kafka-health"
+KEY_ID, SECRET = "kafka-health-test", "not-a-real-secret"
+
+
+@dataclass(frozen=True)
+class S3Server:
+    endpoint: str  # http://127.0.0.1:<port>
+
+    def storage_options(self) -> dict[str, str]:
+        """Every option, the secret key included (tests that check secret handling pass
+        it by reference instead)."""
+        return {"AWS_ENDPOINT_URL": self.endpoint, "AWS_REGION": "us-east-1",
+                "AWS_ALLOW_HTTP": "true", "AWS_ACCESS_KEY_ID": KEY_ID,
+                "AWS_SECRET_ACCESS_KEY": SECRET}
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@contextmanager
+def s3_server() -> Iterator[S3Server]:
+    """moto's S3 server with the bucket created; stopped on exit."""
+    port = _free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()  # returns once the server is bound
+    try:
+        admin = pafs.S3FileSystem(endpoint_override=f"127.0.0.1:{port}", scheme="http",
+                                  access_key=KEY_ID, secret_key=SECRET, region="us-east-1",
+                                  allow_bucket_creation=True)
+        admin.create_dir(BUCKET)
+        yield S3Server(f"http://127.0.0.1:{port}")
+    finally:
+        server.stop()
