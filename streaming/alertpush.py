@@ -16,10 +16,14 @@ the two apart in the Alertmanager UI.
 The rules file (alerts/kafka-health.rules.yml) is the single source of what is pushed: only
 the kind -> alertname mapping (ALERTNAMES) lives here. On first use the rule of each pushed
 kind gives its labels and annotations, the Go templates `{{ $labels.cluster }}`,
-`{{ $labels.broker }}` and `{{ $value }}` rendered as Prometheus renders them; any other
-template construct (a `humanizePercentage` pipe, another label) is refused with a
-ConfigError by `check`, which `kafka-health run` and `check-config` call when a push is
-configured. The file is found like metrics_schemas/ (see `rules_path`).
+`{{ $labels.broker }}` and `{{ $value }}` rendered as Prometheus renders them, and the cause
+block (`{{ with printf `kafka_health_metadata_cause_info{...}` ... | query }}{{ range . }}
+TEXT{{ .Labels.cause }}TEXT{{ end }}{{ end }}`) rendered from the incident's `cause`, which
+the same Admin API poll wrote (streaming.metadata.board): with one, the block's text around
+it; without, nothing. Any other template construct (a `humanizePercentage` pipe, another
+label, another query) is refused with a ConfigError by `check`, which `kafka-health run`
+and `check-config` call when a push is configured. The file is found like
+metrics_schemas/ (see `rules_path`).
 
 Open incidents are re-sent on every batch with `endsAt` a few minutes ahead, so they
 stay firing while the job runs and expire on their own if it stops; a resolved incident
@@ -53,7 +57,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -92,6 +96,12 @@ RULES_FILE = Path("alerts") / "kafka-health.rules.yml"
 # the firing series (not the rule's labels), so no other label can be known here.
 PLACEHOLDERS = {"$labels.cluster": "cluster", "$labels.broker": "broker", "$value": "value"}
 _ACTION = re.compile(r"\{\{(.*?)\}\}", re.DOTALL)
+# The one query a pushed text may hold: the cause of the alert's cluster, kind and leader,
+# with literal text before and after the cause (see the rules file's header).
+_CAUSE_BLOCK = re.compile(
+    r"\{\{\s*with\s+printf\s+`kafka_health_metadata_cause_info\{[^`]*`[^{}|`]*\|\s*query\s*\}\}"
+    r"\{\{\s*range\s+\.\s*\}\}(?P<before>[^{}]*)\{\{\s*\.Labels\.cause\s*\}\}(?P<after>[^{}]*)"
+    r"\{\{\s*end\s*\}\}\{\{\s*end\s*\}\}")
 
 
 class AlertRulesError(ConfigError):
@@ -103,18 +113,34 @@ class AlertRulesError(ConfigError):
 class AlertSpec:
     """The Prometheus rule of one incident kind as the push renders it: the rule's labels
     (severity, team, category) verbatim and its annotations as str.format templates over
-    {cluster}/{broker}/{value} (see `translate`)."""
+    {cluster}/{broker}/{value} and one {causeN} per cause block, whose text around the
+    cause is in `causes` (see `translate`)."""
 
     alertname: str
     labels: dict[str, str]
     annotations: dict[str, str]
+    causes: dict[str, tuple[str, str]] = field(default_factory=dict)
 
 
-def translate(text: str, where: str) -> str:
+def translate(text: str, where: str, causes: dict[str, tuple[str, str]] | None = None) -> str:
     """A rule template as a str.format template: `{{ $labels.cluster }}`, `{{ $labels.broker }}`
-    and `{{ $value }}` become {cluster}, {broker} and {value}, literal braces are escaped, and
-    any other action (pipes such as humanizePercentage, other labels, trim markers, `with`)
-    is refused with AlertRulesError naming `where` and the action."""
+    and `{{ $value }}` become {cluster}, {broker} and {value}, each cause block becomes
+    {causeN} (its text before and after the cause recorded in `causes`), literal braces are
+    escaped, and any other action (pipes such as humanizePercentage, other labels, trim
+    markers, `with`) is refused with AlertRulesError naming `where` and the action."""
+    causes = {} if causes is None else causes
+    out, last = [], 0
+    for block in _CAUSE_BLOCK.finditer(text):
+        out.append(_translate_actions(text[last:block.start()], where))
+        name = f"cause{len(causes)}"
+        causes[name] = (block.group("before"), block.group("after"))
+        out.append("{" + name + "}")
+        last = block.end()
+    out.append(_translate_actions(text[last:], where))
+    return "".join(out)
+
+
+def _translate_actions(text: str, where: str) -> str:
     out, last = [], 0
     for match in _ACTION.finditer(text):
         out.append(_escape_braces(text[last:match.start()]))
@@ -122,7 +148,8 @@ def translate(text: str, where: str) -> str:
         if field_name is None:
             raise AlertRulesError(
                 f"{where}: the direct push cannot render the template action {match.group(0)!r} "
-                f"(it renders only {', '.join('{{ ' + p + ' }}' for p in PLACEHOLDERS)}); "
+                f"(it renders only {', '.join('{{ ' + p + ' }}' for p in PLACEHOLDERS)} "
+                "and the cause block described in the rules file's header); "
                 "simplify the rule's text or leave this kind to the Prometheus rule "
                 "(remove it from alert_push.kinds)")
         out.append("{" + field_name + "}")
@@ -187,10 +214,11 @@ def _spec(kind: str, alertname: str, found: list[dict[str, Any]], path: Path) ->
         if "{{" in value:
             raise AlertRulesError(f"alert_push.kinds {kind!r}: {alertname} label {name} is a "
                                   f"template ({value!r}); the push carries static labels only")
+    causes: dict[str, tuple[str, str]] = {}
     annotations = {str(name): translate(str(text), f"alert_push.kinds {kind!r}: {path} "
-                                                   f"{alertname} annotation {name}")
+                                                   f"{alertname} annotation {name}", causes)
                    for name, text in (rule.get("annotations") or {}).items()}
-    return AlertSpec(alertname, labels, annotations)
+    return AlertSpec(alertname, labels, annotations, causes)
 
 
 def spec_for(kind: str) -> AlertSpec:
@@ -293,6 +321,9 @@ def build_alerts(config: AlertPushConfig, incidents: list[dict[str, Any]],
         # what the rule's templates see: the series labels (a missing one renders empty)
         fields = {"cluster": cluster, "broker": labels.get("broker", ""),
                   "value": go_value(incident.get("peak_value"))}
+        cause = incident.get("cause")
+        fields.update({name: f"{before}{cause}{after}" if cause else ""
+                       for name, (before, after) in spec.causes.items()})
         started = _utc(incident["started_at"])
         resolved = incident.get("resolved_at")
         if resolved is not None:

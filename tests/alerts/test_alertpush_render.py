@@ -41,11 +41,12 @@ def value_series(kind: str) -> tuple[str, dict[str, str]]:
     return metric, {"cluster": CLUSTER, **({"broker": BROKER} if "broker" in labels else {})}
 
 
-def pushed(kind: str, series: dict[str, str], value: float) -> dict[str, Any]:
+def pushed(kind: str, series: dict[str, str], value: float,
+           cause: str | None = None) -> dict[str, Any]:
     push = AlertPushConfig(alertmanager_urls=["http://am"], kinds=[kind])
     incident = {"kind": kind, "cluster": CLUSTER, "broker": series.get("broker", "*"),
                 "started_at": datetime(2024, 5, 1, tzinfo=UTC), "resolved_at": None,
-                "peak_value": value, "incident_id": "id"}
+                "peak_value": value, "incident_id": "id", "cause": cause}
     [alert] = alertpush.build_alerts(push, [incident])
     return alert
 
@@ -54,11 +55,27 @@ def selector(metric: str, labels: dict[str, str]) -> str:
     return metric + "{" + ",".join(f'{k}="{v}"' for k, v in labels.items()) + "}"
 
 
-def rule_test(kind: str, value: float, edit: Any = None) -> dict[str, Any]:
+# incident kind -> the cause series' kind and leader (streaming.metadata.board)
+CAUSE_KINDS = {"under_min_isr": ("under_min_isr", BROKER), "offline_partitions": ("offline", "none")}
+
+
+def cause_series(kind: str, cause: str) -> list[dict[str, str]]:
+    """The Admin API's cause of the kind's fault, as the exporter serves it, and its poll up."""
+    cause_kind, leader = CAUSE_KINDS[kind]
+    return [{"series": selector("kafka_health_metadata_cause_info", {
+                 "cluster": CLUSTER, "kind": cause_kind, "leader": leader, "cause": cause}),
+             "values": "1x60"},
+            {"series": selector("kafka_health_metadata_up", {"cluster": CLUSTER}),
+             "values": "1x60"}]
+
+
+def rule_test(kind: str, value: float, edit: Any = None, cause: str | None = None
+              ) -> dict[str, Any]:
     """A promtool test group: the kind's series at `value` for 10 minutes (past any `for:`),
-    every gate open (broker fresh, brokers reporting), and the pushed alert expected."""
+    every gate open (broker fresh, brokers reporting), with the Admin API's `cause` when
+    given, and the pushed alert expected (its incident carrying that cause)."""
     metric, series = value_series(kind)
-    alert = pushed(kind, series, value)
+    alert = pushed(kind, series, value, cause)
     expected = {
         "exp_labels": {k: v for k, v in alert["labels"].items() if k not in PUSH_ONLY_LABELS},
         "exp_annotations": {k: v for k, v in alert["annotations"].items()
@@ -76,6 +93,7 @@ def rule_test(kind: str, value: float, edit: Any = None) -> dict[str, Any]:
              "values": "0x60"},
             {"series": selector("kafka_health_brokers_reporting", {"cluster": CLUSTER}),
              "values": "3x60"},
+            *(cause_series(kind, cause) if cause else []),
         ],
         "alert_rule_test": [{"eval_time": "5m", "alertname": alert["labels"]["alertname"],
                              "exp_alerts": [expected]}],
@@ -93,6 +111,15 @@ def promtool(tmp_path: Path, groups: list[dict[str, Any]]) -> Any:
 
 def test_each_pushed_kind_is_the_alert_prometheus_fires(tmp_path: Path) -> None:
     groups = [rule_test(kind, value) for kind in alertpush.ALERTNAMES for value in VALUES]
+    assert_ok(promtool(tmp_path, groups))
+
+
+def test_a_pushed_cause_is_the_cause_prometheus_renders(tmp_path: Path) -> None:
+    """The push renders the rules' cause block from the incident's cause; Prometheus from
+    kafka_health_metadata_cause_info. Same poll, same text: the same alert."""
+    groups = [rule_test(kind, 6.0, cause=cause) for kind in CAUSE_KINDS
+              for cause in ("brokers 4 and 5 out of ISR", "broker 2 unavailable (and 3 more)")]
+    assert all("Admin API" in str(g) for g in groups), "the cause is in every expectation"
     assert_ok(promtool(tmp_path, groups))
 
 

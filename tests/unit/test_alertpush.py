@@ -101,11 +101,19 @@ def rules_by_name(path: Path = RULES) -> dict[str, dict[str, Any]]:
     return {r["alert"]: r for g in spec["groups"] for r in g["rules"] if "alert" in r}
 
 
-def render_rule_text(template: str, labels: dict[str, str], value: str) -> str:
-    """The three actions the push renders, substituted naively (no whitespace folding: the
-    pushed text must equal the rule's to the character, as promtool checks in
-    tests/alerts/test_alertpush_render.py)."""
-    text = template.replace("{{ $value }}", value)
+CAUSE_BLOCK = re.compile(r"\{\{ with printf `kafka_health_metadata_cause_info.*?\}\}\{\{ range \. \}\}"
+                         r"(.*?)\{\{ \.Labels\.cause \}\}(.*?)\{\{ end \}\}\{\{ end \}\}")
+
+
+def render_rule_text(template: str, labels: dict[str, str], value: str,
+                     cause: str | None = None) -> str:
+    """The actions the push renders, substituted naively (no whitespace folding: the pushed
+    text must equal the rule's to the character, as promtool checks in
+    tests/alerts/test_alertpush_render.py); a cause block is its text around `cause`, or
+    nothing without one."""
+    text = CAUSE_BLOCK.sub(lambda m: f"{m.group(1)}{cause}{m.group(2)}" if cause else "",
+                           template)
+    text = text.replace("{{ $value }}", value)
     return re.sub(r"\{\{ \$labels\.(\w+) \}\}", lambda m: labels.get(m.group(1), ""), text)
 
 
@@ -150,6 +158,41 @@ def test_pushed_alert_is_the_rule_of_its_kind(kind: str) -> None:
         **{name: render_rule_text(text, series, "2") for name, text in rule["annotations"].items()},
         "incident_id": f"id-{kind}-{broker}"}
     assert "{{" not in json.dumps(alert) and "{cluster}" not in json.dumps(alert)
+
+
+@pytest.mark.parametrize("kind, broker", [("under_min_isr", "1"), ("offline_partitions", "*")])
+def test_a_pushed_alert_names_the_incidents_cause_as_the_rule_does(kind: str, broker: str
+                                                                  ) -> None:
+    with_cause = {**incident(kind, broker, peak=6), "cause": "brokers 4 and 5 out of ISR"}
+    [alert] = build_alerts(config("http://x", [kind]), [with_cause], now=T0)
+    annotations = alert["annotations"]
+    assert annotations["summary"].endswith(": brokers 4 and 5 out of ISR")
+    assert annotations["description"].endswith(" Cause from the Admin API: brokers 4 and 5 "
+                                               "out of ISR.")
+    rule = rules_by_name()[ALERTNAMES[kind]]
+    series = {"cluster": "c1", **({} if broker == "*" else {"broker": broker})}
+    assert {k: v for k, v in annotations.items() if k != "incident_id"} == {
+        name: render_rule_text(text, series, "6", "brokers 4 and 5 out of ISR")
+        for name, text in rule["annotations"].items()}
+    # without a cause (no poll of the cluster) the text reads as before causes existed
+    [plain] = build_alerts(config("http://x", [kind]), [incident(kind, broker, peak=6)], now=T0)
+    assert "Admin API" not in json.dumps(plain) and "{cause" not in json.dumps(plain)
+    assert plain["annotations"]["summary"] == annotations["summary"].removesuffix(
+        ": brokers 4 and 5 out of ISR")
+
+
+def test_a_cause_with_braces_is_data_not_a_template() -> None:
+    odd = {**incident("under_min_isr", "1"), "cause": "brokers {0} and {cluster} out of ISR"}
+    [alert] = build_alerts(config("http://x", ["under_min_isr"]), [odd], now=T0)
+    assert alert["annotations"]["summary"].endswith(": brokers {0} and {cluster} out of ISR")
+
+
+def test_a_query_other_than_the_cause_block_is_refused(rules_copy: Any) -> None:
+    rules_copy("KafkaUnderMinIsrPartitions", annotations={"summary": (
+        "x{{ with printf `kafka_health_broker_stale{cluster=%q}` $labels.cluster | query }}"
+        "{{ range . }}{{ .Labels.broker }}{{ end }}{{ end }}")})
+    with pytest.raises(ConfigError, match="cannot render the template action"):
+        alertpush.spec_for("under_min_isr")
 
 
 def test_every_pushable_kind_is_an_incident_kind() -> None:
