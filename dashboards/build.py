@@ -1256,6 +1256,17 @@ def pipeline() -> dict:
                            "[$__rate_interval])) or 0 * max by (instance) "
                            f"(kafka_health_pipeline_up{{{I}}})", "{{instance}} refused", "B")],
                    w=8, decimals=0),
+        timeseries("Metrics and Admin API disagree",
+                   "Episodes in which the broker metrics and the Admin API poll counted "
+                   "different numbers of partitions under min ISR for 3 polls in a row, by "
+                   "the view that looked stale (metrics, metadata, neither); the driver log "
+                   "says which cluster. Bad: any bar - one view is behind, so a page may be "
+                   "late or stale. Stays 0 without metadata polling.",
+                   [target("sum by (instance, stale) (increase("
+                           f"kafka_health_pipeline_view_disagreements_total{{{I}}}"
+                           "[$__rate_interval])) or 0 * max by (instance) "
+                           f"(kafka_health_pipeline_up{{{I}}})", "{{instance}} {{stale}}")],
+                   bars=True, w=8, decimals=0),
     ]
     return dashboard(
         "kafka-health-pipeline", "kafka-health / Pipeline",

@@ -56,6 +56,7 @@ EXTRA_LABELS = {
     "kafka_health_pipeline_quarantined_records_total": ["reason"],
     "kafka_health_pipeline_identity_defaulted_samples_total": ["field"],
     "kafka_health_pipeline_series_dropped_total": ["reason"],
+    "kafka_health_pipeline_view_disagreements_total": ["stale"],
 }
 HELD_SERIES = "kafka_health_pipeline_exported_series"
 DROPPED_SERIES = "kafka_health_pipeline_series_dropped_total"

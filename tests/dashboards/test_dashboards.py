@@ -401,6 +401,7 @@ def _value(metric: str, labels: dict[str, str], troubled: bool) -> float:
         "kafka_health_durability_audit_findings": 2 if troubled else 0,
         "kafka_health_metadata_cause_broker_partitions": 4,
         "kafka_health_metadata_cause_info": 1,
+        "kafka_health_pipeline_view_disagreements_total": 1 if troubled else 0,
     }
     return float(table[metric])
 
@@ -409,7 +410,7 @@ def _label_sets(labelnames: list[str], clusters: dict[str, list[str]]) -> list[d
     extra_values = {"bound": BOUNDS, "binding_bound": ["file_descriptors"], "kind": KINDS,
                     "reason": REASONS, "field": ["cluster"], "rule": AUDIT_RULES,
                     "error": ["unauthorized"], "leader": ["1"],
-                    "cause": ["brokers 4 and 5 out of ISR"]}
+                    "cause": ["brokers 4 and 5 out of ISR"], "stale": ["metrics"]}
     sets: list[dict[str, str]] = [{}]
     for name in labelnames:
         if name == "cluster":
