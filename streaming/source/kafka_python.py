@@ -30,7 +30,7 @@ import logging
 import math
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -160,20 +160,23 @@ def client_config(options: dict[str, str]) -> dict[str, str]:
     return conf
 
 
-def checkpoint_storage(options: dict[str, str]) -> dict[str, str] | None:
+def checkpoint_storage(options: Mapping[str, str]) -> dict[str, str] | None:
     """Storage options for reading a remote checkpoint's offset log (locations' names, e.g.
     AWS_ENDPOINT_URL): checkpointStorage.* as given, checkpointStorageSecretFile.* and
-    checkpointStorageSecretEnv.* as references read here, as the Kafka secrets are."""
+    checkpointStorageSecretEnv.* as references read here, as the Kafka secrets are.
+
+    Prefixes match in any case: Spark hands a Python data source its options with the
+    keys lowercased (the option names' own case does not matter to streaming.locations)."""
+    kinds = (("checkpointstoragesecretfile.", "file"), ("checkpointstoragesecretenv.", "env"),
+             ("checkpointstorage.", None))
     out: dict[str, str] = {}
     for key, value in options.items():
-        if key.startswith("checkpointStorage."):
-            out[key[len("checkpointStorage."):]] = value
-        elif key.startswith("checkpointStorageSecretFile."):
-            name = key[len("checkpointStorageSecretFile."):]
-            out[name] = SecretRef(file=value).read(f"delta.storage_secrets.{name}")
-        elif key.startswith("checkpointStorageSecretEnv."):
-            name = key[len("checkpointStorageSecretEnv."):]
-            out[name] = SecretRef(env=value).read(f"delta.storage_secrets.{name}")
+        for prefix, ref in kinds:
+            if key.lower().startswith(prefix):
+                name = key[len(prefix):]
+                out[name] = value if ref is None else SecretRef(**{ref: value}).read(
+                    f"delta.storage_secrets.{name}")
+                break
     return out or None
 
 

@@ -95,3 +95,14 @@ def test_small_files_beside_a_remote_checkpoint(config) -> None:
     assert checkpoint_storage(spark_options) == options
     assert last_checkpointed_offsets(config.spark.checkpoint,
                                      checkpoint_storage(spark_options)) == {"m": {"0": 9}}
+
+
+def test_checkpoint_storage_options_arrive_lowercased_from_spark(monkeypatch) -> None:
+    """Spark hands a Python data source its options with lowercased keys: the endpoint and
+    the secret reference must still be found (else the offset log is read from AWS)."""
+    monkeypatch.setenv("KH_TEST_S3_SECRET", SECRET)
+    given = {"checkpointstorage.aws_endpoint_url": "http://127.0.0.1:1",
+             "checkpointstoragesecretenv.aws_secret_access_key": "KH_TEST_S3_SECRET",
+             "checkpointlocation": "s3a://b/c"}
+    assert checkpoint_storage(given) == {"aws_endpoint_url": "http://127.0.0.1:1",
+                                         "aws_secret_access_key": SECRET}
