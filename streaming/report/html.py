@@ -28,6 +28,7 @@ from streaming.headroom.chart import (
     write_headroom_png,
 )
 from streaming.report import charts
+from streaming.report.durability_view import per_rule, read_open_findings
 from streaming.report.headroom_view import BOUND_HEADERS, read_history
 from streaming.report.tables import (
     TableRead,
@@ -44,6 +45,7 @@ from streaming.report.tables import (
 log = logging.getLogger(__name__)
 
 INDEX = "index.html"
+FINDINGS_SHOWN = 100  # open durability findings listed in full; all are counted
 CHART_FILES = {
     "incidents": "incidents.png",
     "broker_signals": "broker_signals.png",
@@ -112,6 +114,7 @@ def write_report(delta_root: str, out_dir: str, hours: float = 6.0, cluster: str
         ("broker-signals", "Broker signals", _broker_section),
         ("cluster-signals", "Cluster signals", _cluster_section),
         ("headroom", "Partition headroom", _headroom_section),
+        ("durability", "Durability findings (Admin API)", _durability_section),
         ("quarantine", "Quarantine (bad input)", _quarantine_section),
     ]
     bodies = [(anchor, title, _guarded(ctx, title, fn)) for anchor, title, fn in sections]
@@ -180,14 +183,17 @@ def _incidents_section(ctx: _Context) -> str:
             f"<td>{_e(_scope(lbl))}</td><td>{_e(fmt_ts(r.started_at))}</td>"
             f"<td>{_e('-' if o else fmt_ts(r.resolved_at))}</td>"
             f'<td class="num">{_e(_duration(end - r.started_at))}{" so far" if o else ""}</td>'
-            f'<td class="num">{_e(_fmt_num(r.peak_value))}</td></tr>')
+            f'<td class="num">{_e(_fmt_num(r.peak_value))}</td>'
+            f"<td>{_e(r.cause if isinstance(r.cause, str) else '-')}</td></tr>")
     table = ("<table><tr><th>status</th><th>kind</th><th>scope</th><th>started (UTC)</th>"
-             '<th>resolved (UTC)</th><th class="num">duration</th><th class="num">peak value</th></tr>'
-             + "".join(rows) + "</table>")
+             '<th>resolved (UTC)</th><th class="num">duration</th><th class="num">peak value</th>'
+             "<th>cause (Admin API)</th></tr>" + "".join(rows) + "</table>")
     note = ('<p class="note">Bars run from the start of the first window in which the condition held to '
             "the start of the first window in which it no longer held; open incidents run to the end of "
             "the report window. Peak value is in the unit of the condition (partitions, elections, "
-            "controllers, queue ratio, seconds of silence).</p>")
+            "controllers, queue ratio, seconds of silence). The cause names the brokers the Admin API "
+            "found missing from the ISR (under min ISR) or down (offline partitions); it is empty "
+            "without <code>metadata</code> polling of the cluster.</p>")
     return _img(ctx, path, alt) + table + note
 
 
@@ -333,6 +339,39 @@ def _headroom_section(ctx: _Context) -> str:
         note += ('<p class="note">No headroom evaluations inside the window; the chart shows ceilings '
                  "only.</p>")
     return table + _img(ctx, path, alt) + note
+
+
+def _durability_section(ctx: _Context) -> str:
+    read = read_open_findings(ctx.root, ctx.cluster)
+    ctx.sources.append(read)
+    if read.status == "empty":
+        ctx.summary.append(("0", "open durability findings", "good"))
+        return _no_data(read)
+    if not read.ok:
+        ctx.summary.append(("-", "open durability findings (no data)", ""))
+        polled = (" The durability audit runs when the job polls the clusters' Admin API "
+                  "(config metadata)." if read.status == "missing" else "")
+        return _no_data_text(read.why_empty() + polled)
+    findings = read.frame
+    ctx.summary.append((str(len(findings)), "open durability findings", "warn"))
+    counts = per_rule(findings)
+    summary = _table(["cluster", "rule", "severity", "open findings"],
+                     [[r.cluster, r.rule, r.severity, f"{r.findings:,}"]
+                      for r in counts.itertuples(index=False)], first_left=3)
+    shown = findings.head(FINDINGS_SHOWN)
+    rows = [[r.cluster, r.rule, r.severity, r.topic if isinstance(r.topic, str) else "(cluster)",
+             "-" if pd.isna(r.partition) else str(int(r.partition)), r.detail or "",
+             fmt_ts(r.opened_at)] for r in shown.itertuples(index=False)]
+    detail = _table(["cluster", "rule", "severity", "topic", "partition", "detail",
+                     "open since (UTC)"], rows, first_left=7)
+    more = (f'<p class="note">The first {FINDINGS_SHOWN} of {len(findings):,} are listed; the '
+            "<code>durability_audit</code> table has every one (open rows: resolved_at null).</p>"
+            if len(findings) > FINDINGS_SHOWN else "")
+    note = ('<p class="note">Open findings whatever their age (the report window does not apply): '
+            "what the topics' effective configuration and replica placement risk, per the rules "
+            "of <code>metrics_schemas/durability.yaml</code>. The runbook "
+            "KafkaDurabilityAuditFinding says how to fix each rule.</p>")
+    return summary + detail + more + note
 
 
 def _quarantine_section(ctx: _Context) -> str:

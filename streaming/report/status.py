@@ -2,7 +2,9 @@
 
 Three answers an on-call engineer wants before anything else:
 
-* open incidents (resolved_at null in ``incidents``) with since-when and their peak;
+* open incidents (resolved_at null in ``incidents``) with since-when, their peak and their
+  cause (the brokers the Admin API blames, when the job polls the cluster: config
+  ``metadata``);
 * stale brokers: the job's own rule (``signals.incidents.stale_rows``) applied to each
   broker's newest ``broker_signals`` window, so a broker counts as stale here exactly when
   the job would call it so (silent for longer than stale_after_intervals scrapes while its
@@ -55,7 +57,8 @@ def read_status(delta_root: str | Path, cluster: str | None = None,
             "incident_id", keep="last").sort_values(["started_at", "cluster", "broker"])
         status.open_incidents = [
             {"cluster": r.cluster, "kind": r.kind, "broker": r.broker,
-             "since": _iso(r.started_at), "peak": _number(r.peak_value)}
+             "since": _iso(r.started_at), "peak": _number(r.peak_value),
+             "cause": r.cause if isinstance(r.cause, str) else None}
             for r in frame.itertuples()]
     elif incidents.status in ("missing", "error"):
         status.notes.append(incidents.why_empty())
@@ -129,10 +132,10 @@ def format_status(status: Status, stale_after_seconds: float) -> str:
     out = [f"Open incidents: {len(status.open_incidents) or 'none'}"]
     if status.open_incidents:
         out.append(text_table(
-            ["cluster", "kind", "broker", "since", "peak"],
+            ["cluster", "kind", "broker", "since", "peak", "cause"],
             [[shown(i["cluster"]), i["kind"], shown(i["broker"]), _when(i["since"]),
-              _count(i["peak"])] for i in status.open_incidents],
-            left={"cluster", "kind", "broker", "since"}))
+              _count(i["peak"]), shown(i["cause"])] for i in status.open_incidents],
+            left={"cluster", "kind", "broker", "since", "cause"}))
     out += ["", f"Stale brokers (silent over {stale_after_seconds:g}s while their cluster "
             f"reported): {len(status.stale_brokers) or 'none'}"]
     if status.stale_brokers:

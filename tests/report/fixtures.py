@@ -32,6 +32,7 @@ UMI_START = datetime(2026, 3, 2, 9, 30, tzinfo=UTC)
 UMI_END = datetime(2026, 3, 2, 9, 52, tzinfo=UTC)
 URP_START = datetime(2026, 3, 2, 9, 28, tzinfo=UTC)
 URP_END = datetime(2026, 3, 2, 9, 55, tzinfo=UTC)
+CAUSE = "broker 3 out of ISR"  # the Admin API's cause of the under-min-ISR incident
 UNCLEAN_AT = datetime(2026, 3, 2, 11, 20, tzinfo=UTC)
 SPIKE_START = datetime(2026, 3, 2, 11, 14, tzinfo=UTC)
 SPIKE_END = datetime(2026, 3, 2, 11, 24, tzinfo=UTC)
@@ -115,10 +116,27 @@ def incident_rows() -> list[dict]:
     return [
         {"incident_id": "9f1c2d0a4b7e", "cluster": CLUSTER, "broker": "1", "kind": "under_min_isr",
          "started_at": UMI_START, "resolved_at": UMI_END, "peak_value": 3.0,
-         "updated_at": UMI_END + timedelta(minutes=1)},
+         "updated_at": UMI_END + timedelta(minutes=1), "cause": CAUSE},
         {"incident_id": "4e8a51c93d20", "cluster": CLUSTER, "broker": "2", "kind": "unclean_election",
          "started_at": UNCLEAN_AT, "resolved_at": None, "peak_value": 1.0,
          "updated_at": NOW - timedelta(seconds=30)},
+    ]
+
+
+def durability_rows() -> list[dict]:
+    """Two open findings and one resolved (which the report must leave out)."""
+    opened = START + timedelta(minutes=5)
+    base = {"cluster": CLUSTER, "severity": "warning", "partition": None,
+            "replication_factor": 2, "min_insync_replicas": 2, "effective_min_isr": 2,
+            "unclean_leader_election_enable": False, "evidence": None, "opened_at": opened,
+            "resolved_at": None, "updated_at": opened}
+    return [
+        {**base, "finding_id": "a1", "rule": "replication_factor_below_minimum", "topic": "payments",
+         "detail": "replication factor 2 < 3"},
+        {**base, "finding_id": "a2", "rule": "unclean_leader_election_enabled", "topic": "clicks",
+         "severity": "critical", "detail": "unclean.leader.election.enable is true (topic)"},
+        {**base, "finding_id": "a3", "rule": "min_isr_below_minimum", "topic": "gone",
+         "detail": "min.insync.replicas 1 on RF 3", "resolved_at": opened + MINUTE},
     ]
 
 
@@ -168,12 +186,14 @@ def build(root: Path) -> Path:
     _write(root, "incidents", incident_rows())
     _write(root, "partition_headroom", headroom_rows())
     _write(root, "quarantine", quarantine_rows())
+    _write(root, "durability_audit", durability_rows())
     return root
 
 
 def build_empty(root: Path) -> Path:
     """Every table exists with its schema but no rows (a job that started and saw nothing)."""
     root.mkdir(parents=True, exist_ok=True)
-    for table in ("broker_signals", "cluster_signals", "incidents", "partition_headroom", "quarantine"):
+    for table in ("broker_signals", "cluster_signals", "incidents", "partition_headroom", "quarantine",
+                  "durability_audit"):
         _write(root, table, [])
     return root

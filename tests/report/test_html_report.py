@@ -15,7 +15,8 @@ from streaming.schemas import arrow_schema
 from tests.report import fixtures
 from tests.report.pagecheck import assert_valid_png, parse
 
-SECTIONS = ("Incidents", "Broker signals", "Cluster signals", "Partition headroom", "Quarantine (bad input)")
+SECTIONS = ("Incidents", "Broker signals", "Cluster signals", "Partition headroom",
+            "Durability findings (Admin API)", "Quarantine (bad input)")
 
 
 def _html(out: Path) -> str:
@@ -65,6 +66,18 @@ def test_incidents_open_and_resolved(report_dir: Path) -> None:
     assert "1 still open" in alt and "unclean_election on broker 2 (open)" in alt
 
 
+def test_incidents_show_their_cause_and_open_durability_findings(report_dir: Path) -> None:
+    text = _html(report_dir)
+    incidents = text.split('id="incidents"')[1].split("</section>")[0]
+    assert "<th>cause (Admin API)</th>" in incidents and f"<td>{fixtures.CAUSE}</td>" in incidents
+    durability = text.split('id="durability"')[1].split("</section>")[0]
+    assert "payments" in durability and "clicks" in durability
+    assert "gone" not in durability, "a resolved finding is not open"
+    assert durability.index("clicks") < durability.index("payments"), "critical first"
+    assert re.search(r'card warn"><div class="n">2</div><div class="l">open durability findings', text)
+    assert "<code>durability_audit</code>" in text
+
+
 def test_summary_and_tables_carry_the_numbers(report_dir: Path) -> None:
     text = _html(report_dir)
     assert re.search(r'card bad"><div class="n">1</div><div class="l">open incidents', text)
@@ -85,7 +98,7 @@ def test_cluster_filter(delta_root: Path, tmp_path: Path) -> None:
     index = write_report(str(delta_root), str(tmp_path / "other"), cluster="no-such-cluster",
                          now=fixtures.NOW)
     text = index.read_text()
-    assert text.count("No data.") == 5 - 1  # quarantine is fleet-wide and still shows its rows
+    assert text.count("No data.") == 6 - 1  # quarantine is fleet-wide and still shows its rows
     assert "for cluster no-such-cluster" in text
     index = write_report(str(delta_root), str(tmp_path / "east"), cluster=fixtures.CLUSTER, now=fixtures.NOW)
     assert "No data." not in index.read_text()
@@ -97,11 +110,11 @@ def test_missing_tables_give_no_data_sections(tmp_path: Path) -> None:
     page = parse(text)
     assert page.imgs == []
     assert page.headings[1:] == list(SECTIONS)
-    assert text.count("No data.") == 5
-    assert text.count("does not exist") == 5
+    assert text.count("No data.") == 6
+    assert text.count("does not exist") == 6
     # The summary keeps its shape: every card says "-" rather than disappearing or showing 0.
     cards = re.findall(r'<div class="n">([^<]*)</div><div class="l">([^<]*)</div>', text)
-    assert [v for v, _ in cards] == ["-"] * 6 and all(label.endswith("(no data)") for _, label in cards)
+    assert [v for v, _ in cards] == ["-"] * 7 and all(label.endswith("(no data)") for _, label in cards)
     assert "could not be built" not in text
 
 
@@ -109,8 +122,8 @@ def test_empty_tables_give_no_data_sections(tmp_path: Path) -> None:
     root = fixtures.build_empty(tmp_path / "delta")
     text = write_report(str(root), str(tmp_path / "out"), now=fixtures.NOW).read_text()
     assert parse(text).imgs == []
-    assert text.count("No data.") == 5
-    assert text.count("has no rows") == 5
+    assert text.count("No data.") == 6
+    assert text.count("has no rows") == 6
     assert "Nothing was quarantined." in text
     assert "could not be built" not in text
 

@@ -17,6 +17,7 @@ import pytest
 
 from streaming.cli import main
 from streaming.config import Config
+from streaming.metadata.board import CauseBoard, CauseView
 from streaming.pipeline.batch import BatchProcessor
 from streaming.report import headroom_table
 from streaming.report.tables import latest_per_broker, read_table
@@ -28,6 +29,7 @@ WINDOWS = [START + i * MINUTE for i in range(8)]
 PROD = "prod"
 ODD = "it's\nodd"  # a name only a record key or label would give
 SILENT_AFTER = WINDOWS[1]  # prod's broker 3 sends nothing after this window
+CAUSE = "brokers 4 and 5 out of ISR"
 HEADROOM = {(PROD, "1"): 500.0, (PROD, "2"): 120.0, (PROD, "3"): 900.0, (ODD, "1"): 40.0}
 
 
@@ -53,7 +55,10 @@ def delta_root(tmp_path_factory: pytest.TempPathFactory) -> str:
     second; ODD: two healthy brokers. One batch per window, both clusters in each."""
     config = Config()
     config.delta.path = str(tmp_path_factory.mktemp("status") / "delta")
-    proc = BatchProcessor(config, exporter=None)
+    # prod is polled: its Admin API blames brokers 4 and 5 for leader 1's partitions
+    board = CauseBoard(90, clock=lambda: WINDOWS[-1].timestamp())
+    board.publish(CauseView(PROD, WINDOWS[-1], {("1", "under_min_isr"): CAUSE}, 3))
+    proc = BatchProcessor(config, exporter=None, causes=board)
     batch_ids = itertools.count()
     signals = proc.tables["broker_signals"]
     for window in WINDOWS:
@@ -83,6 +88,8 @@ def test_status_lists_open_incidents_stale_brokers_and_lowest_headroom(
     assert set(opened) == {(PROD, "under_min_isr", "1"), (PROD, "stale_broker", "3")}
     assert opened[(PROD, "under_min_isr", "1")]["since"] == WINDOWS[3].isoformat()
     assert opened[(PROD, "under_min_isr", "1")]["peak"] == 3.0
+    assert opened[(PROD, "under_min_isr", "1")]["cause"] == CAUSE
+    assert opened[(PROD, "stale_broker", "3")]["cause"] is None  # no cause kind for it
     [stale] = found["stale_brokers"]
     assert (stale["cluster"], stale["broker"], stale["incident_open"]) == (PROD, "3", True)
     assert stale["last_sample"] == (SILENT_AFTER + timedelta(seconds=50)).isoformat()
@@ -124,6 +131,9 @@ def test_status_table_shows_every_section_with_names_escaped(
     assert "Stale brokers (silent over 45s" in out
     assert shown(ODD) in out and ODD not in out  # the newline is escaped, not printed
     assert "120" in out and "recovery" in out
+    header = next(line for line in out.splitlines() if line.startswith("cluster"))
+    assert header.split() == ["cluster", "kind", "broker", "since", "peak", "cause"]
+    assert CAUSE in out
 
 
 def test_status_on_an_empty_root_says_why(tmp_path: Path,
