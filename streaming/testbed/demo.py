@@ -186,8 +186,8 @@ def _magnitude(kind: str, value: float | None) -> str:
 
 
 class IncidentNarrator:
-    """Says when an incident opens (and the page it raises) or resolves, from the job's
-    incidents table."""
+    """Says when an incident opens (and the page it raises), what the Admin API blames for
+    it once known, and when it resolves, from the job's incidents table."""
 
     def __init__(self, config: Config, say, stopped: Container[str] = frozenset()) -> None:  # noqa: ANN001
         self.path = f"{config.delta.path}/incidents"
@@ -195,6 +195,7 @@ class IncidentNarrator:
         self.say = say
         self.stopped = stopped
         self.open: dict[str, dict] = {}
+        self.causes: dict[str, str] = {}  # the cause last said, per open incident
         self.opened = self.resolved = self.pages = 0
 
     def poll(self) -> None:
@@ -217,8 +218,14 @@ class IncidentNarrator:
                          f"({_magnitude(row['kind'], row['peak_value'])}) since "
                          f"{row['started_at']:%H:%M:%S}Z{cause}")
                 self._page(row)
+            if row["resolved_at"] is None and row.get("cause") and \
+                    self.causes.get(key) != row["cause"]:
+                self.causes[key] = row["cause"]
+                self.say(f"CAUSE of {kind} on {where} (Admin API): {row['cause']}; the page "
+                         "names them")
             elif row["resolved_at"] is not None and key in self.open:
                 del self.open[key]
+                self.causes.pop(key, None)
                 self.resolved += 1
                 lasted = (row["resolved_at"] - row["started_at"]).total_seconds()
                 self.say(f"RESOLVED: {kind} on {where} after {_duration(lasted)}")
@@ -314,10 +321,19 @@ def say(text: str) -> None:
     print(f"{time.strftime('%H:%M:%S')}  {text}", flush=True)
 
 
-def demo_config(args: argparse.Namespace, bootstrap: str, data: Path) -> Config:
+# The demo polls its watched cluster's Admin API more often than production's 30 s, so a
+# fault's cause shows within seconds of the incident.
+DEMO_METADATA_INTERVAL = 10.0
+DEMO_METADATA_TIMEOUT = 5.0
+
+
+def demo_config(args: argparse.Namespace, bootstrap: str, data: Path,
+                watched: str | None = None) -> Config:
     """The demo's config: --config if given, the environment's overrides, then the demo's
-    own keys (the metrics topic, the data folder, the /metrics port) on top."""
-    return load_config(args.config, environ={
+    own keys (the metrics topic, the data folder, the /metrics port) on top; with `watched`
+    (the watched cluster's bootstrap; a simulated one has none) the Admin API poller of
+    that cluster too."""
+    environ = {
         **os.environ,
         "KAFKA_HEALTH__SOURCE__BOOTSTRAP_SERVERS": bootstrap,
         "KAFKA_HEALTH__SOURCE__TOPICS": json.dumps([{"name": args.topic, "format": "jolokia"}]),
@@ -325,7 +341,16 @@ def demo_config(args: argparse.Namespace, bootstrap: str, data: Path) -> Config:
         "KAFKA_HEALTH__DELTA__PATH": str(data / "delta"),
         "KAFKA_HEALTH__EXPORTER__PORT": str(args.metrics_port),
         "KAFKA_HEALTH__SIGNALS__SCRAPE_INTERVAL_SECONDS": str(args.scrape_interval),
-    })
+    }
+    if watched is not None:
+        environ.update({
+            "KAFKA_HEALTH__METADATA__ENABLED": "true",
+            "KAFKA_HEALTH__METADATA__INTERVAL_SECONDS": str(DEMO_METADATA_INTERVAL),
+            "KAFKA_HEALTH__METADATA__TIMEOUT_SECONDS": str(DEMO_METADATA_TIMEOUT),
+            "KAFKA_HEALTH__METADATA__CLUSTERS": json.dumps(
+                {args.cluster: {"bootstrap_servers": watched}}),
+        })
+    return load_config(args.config, environ=environ)
 
 
 def run_real_demo(args: argparse.Namespace) -> int:
@@ -351,7 +376,7 @@ def run_real_demo(args: argparse.Namespace) -> int:
         # controller quorum (1-3) whole
         create_topic(watched.bootstrap, ORDERS, config={"min.insync.replicas": "2"},
                      assignment=[[1, 4, 5], [4, 5, 1], [5, 1, 4]] * 2)
-        config = demo_config(args, metrics.bootstrap, data)
+        config = demo_config(args, metrics.bootstrap, data, watched=watched.bootstrap)
         shipper = Shipper(targets(watched), args.cluster, metrics.bootstrap,
                           jolokia_topic=args.topic, prometheus_topic=None,
                           interval=args.scrape_interval).start()
@@ -365,6 +390,8 @@ kafka-health demo (Ctrl-C stops everything)
   watched    Kafka {watched.bootstrap}, topic {ORDERS} (RF 3, min.insync.replicas 2),
              an acks=all producer
   shipper    Jolokia bulk reads every {args.scrape_interval:g}s -> {metrics.bootstrap} {args.topic}
+  Admin API  polled every {config.metadata.interval_seconds:g}s: the brokers behind a fault
+             (the incident's cause, on the page), the durability audit
   job        local Spark; Delta under {config.delta.path}
   /metrics   http://{config.exporter.bind}:{config.exporter.port}/metrics
   faults     every {args.fault_period:g}s: a follower stopped, a second broker killed, both back

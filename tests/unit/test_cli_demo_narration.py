@@ -61,3 +61,37 @@ def test_a_stale_broker_names_the_fault_that_stopped_it(tmp_path: Path) -> None:
            "broker 5 is one the fault cycle stopped" in lines
     assert "INCIDENT opened: stale-broker on demo/3 (no metrics for 30s) since 04:31:00Z" in lines
     assert not any(line.startswith("PAGE") for line in lines)  # not a paging kind
+
+
+def test_the_cause_is_said_once_known_and_again_when_it_changes(tmp_path: Path) -> None:
+    watcher, lines = narrator(tmp_path)
+    write(tmp_path, [incident("a", "under_min_isr", "1", 6)])
+    watcher.poll()
+    assert not any(line.startswith("CAUSE") for line in lines)  # not polled yet
+    write(tmp_path, [{**incident("a", "under_min_isr", "1", 6),
+                      "cause": "brokers 4 and 5 out of ISR"}])
+    watcher.poll()
+    watcher.poll()
+    assert lines[-1] == ("CAUSE of under-min-isr on demo/1 (Admin API): brokers 4 and 5 out of "
+                         "ISR; the page names them")
+    write(tmp_path, [{**incident("a", "under_min_isr", "1", 6),
+                      "cause": "brokers 3, 4 and 5 out of ISR"}])
+    watcher.poll()
+    assert lines[-1].startswith("CAUSE of under-min-isr on demo/1 (Admin API): brokers 3, 4")
+    assert sum(line.startswith("CAUSE") for line in lines) == 2
+    write(tmp_path, [{**incident("a", "under_min_isr", "1", 6, START + timedelta(minutes=1)),
+                      "cause": "brokers 3, 4 and 5 out of ISR"}])
+    watcher.poll()
+    assert lines[-1] == "RESOLVED: under-min-isr on demo/1 after 1m00s"
+
+
+def test_the_real_demo_polls_its_watched_cluster_the_simulated_one_cannot(tmp_path: Path
+                                                                        ) -> None:
+    from streaming.cli import build_parser
+    from streaming.testbed.demo import demo_config
+
+    args = build_parser().parse_args(["demo", "--cluster", "demo"])
+    real = demo_config(args, "127.0.0.1:1", tmp_path, watched="127.0.0.1:2")
+    assert real.metadata.polled()["demo"].bootstrap_servers == "127.0.0.1:2"
+    assert real.metadata.interval_seconds < 30
+    assert demo_config(args, "127.0.0.1:1", tmp_path).metadata.polled() == {}
