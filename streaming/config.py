@@ -50,6 +50,17 @@ class SecretRef:
         raise ConfigError(f"{path}: give either 'file' or 'env'")
 
 
+def kafka_client_config(bootstrap_servers: str, kafka: dict[str, str],
+                        secrets: dict[str, SecretRef], path: str) -> dict[str, str]:
+    """librdkafka settings: the bootstrap servers, the plain settings, then the secrets
+    read now (a key under both `kafka` and `secrets` takes the secret); `path` is the
+    section's dotted key, which names a secret that cannot be read."""
+    conf = {"bootstrap.servers": bootstrap_servers, **kafka}
+    for key, ref in secrets.items():
+        conf[key] = ref.read(f"{path}.secrets.{key}")
+    return conf
+
+
 @dataclass
 class TopicConfig:
     name: str = ""
@@ -118,10 +129,7 @@ class SourceConfig:
 
     def client_config(self) -> dict[str, str]:
         """Kafka client settings with secrets resolved; never log the result."""
-        conf = {"bootstrap.servers": self.bootstrap_servers, **self.kafka}
-        for key, ref in self.secrets.items():
-            conf[key] = ref.read(f"source.secrets.{key}")
-        return conf
+        return kafka_client_config(self.bootstrap_servers, self.kafka, self.secrets, "source")
 
 
 @dataclass
@@ -376,12 +384,8 @@ class MetadataClusterConfig:
         return []
 
     def client_config(self, path: str) -> dict[str, str]:
-        """librdkafka settings with secrets resolved (a secret under `secrets` wins over the
-        same key under `kafka`); never log the result."""
-        conf = {"bootstrap.servers": self.bootstrap_servers, **self.kafka}
-        for key, ref in self.secrets.items():
-            conf[key] = ref.read(f"{path}.secrets.{key}")
-        return conf
+        """librdkafka settings with secrets resolved; never log the result."""
+        return kafka_client_config(self.bootstrap_servers, self.kafka, self.secrets, path)
 
 
 @dataclass
