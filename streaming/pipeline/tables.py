@@ -6,15 +6,18 @@ import logging
 from collections.abc import Mapping
 from datetime import UTC, datetime
 
+from deltalake import DeltaTable
 from deltalake.schema import Field
 
 from streaming.sinks.delta_rs import DeltaRsTable
 
 LOG = logging.getLogger("kafka_health.tables")
-# The last two are written by the Admin API pollers (streaming.metadata), in transactions
-# of their own; they are opened here for compaction.
+# Written by the Admin API pollers (streaming.metadata) in transactions of their own, and
+# only when the job polls: opened here for compaction, never created here, so a missing
+# table still says "not polled" (the report tells that apart from "no findings").
+POLLER_TABLES = ("cluster_metadata", "durability_audit")
 TABLES = ("bronze", "quarantine", "broker_signals", "cluster_signals", "incidents", "dq_results",
-          "partition_headroom", "cluster_metadata", "durability_audit")
+          "partition_headroom", *POLLER_TABLES)
 
 
 def open_tables(delta_root: str, app_id: str,
@@ -23,8 +26,9 @@ def open_tables(delta_root: str, app_id: str,
     `storage_options` reach a remote root (delta.storage_options with its secrets)."""
     tables = {name: DeltaRsTable(delta_root, name, app_id, storage_options)
               for name in TABLES}
-    for table in tables.values():
-        add_missing_columns(table)
+    for name, table in tables.items():
+        if name not in POLLER_TABLES:
+            add_missing_columns(table)
     return tables
 
 
@@ -49,8 +53,11 @@ def compact(tables: dict[str, DeltaRsTable]) -> None:
     """Small files from one commit per batch would slow every later read: compact them
     (today's partition for bronze). Idempotent, so a replay after a crash is harmless."""
     today = [("date", "=", datetime.now(UTC).strftime("%Y-%m-%d"))]
-    for table in tables.values():
+    for name, table in tables.items():
         try:
+            if name in POLLER_TABLES and not DeltaTable.is_deltatable(
+                    table.path, storage_options=table.storage_options):
+                continue  # not polled (yet)
             table.compact(today)
         except Exception as err:  # maintenance must never stop the stream
             LOG.warning("compaction of %s failed: %s", table.name, err)

@@ -117,3 +117,17 @@ def test_the_job_opens_an_old_incidents_table_and_writes_causes(tmp_path: Path) 
                                                                                "of ISR"}, 1))
     window(processor, WINDOW, 1.0)
     assert causes(processor) == [(True, "broker 4 out of ISR")]
+
+
+def test_the_pollers_tables_are_compacted_once_they_exist_never_created(tmp_path: Path) -> None:
+    from streaming.metadata.store import MetadataStore
+    from streaming.pipeline.tables import compact, open_tables
+    from tests.unit.metadata_builders import snapshot, topic
+
+    tables = open_tables(str(tmp_path), "app")
+    compact(tables)
+    assert not (tmp_path / "durability_audit").exists(), "a job that does not poll has none"
+    MetadataStore(str(tmp_path), "app").record(snapshot(topic("t", [[1]], min_isr=1)))
+    compact(tables)
+    assert DeltaTable(str(tmp_path / "durability_audit")).history(1)[0]["operation"] in (
+        "OPTIMIZE", "CHECKPOINT", "MERGE")
