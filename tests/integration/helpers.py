@@ -19,6 +19,7 @@ from deltalake.exceptions import TableNotFoundError
 from streaming.config import Config, load_config
 from streaming.exporter import Exporter
 from streaming.job import Job
+from streaming.locations import join
 from streaming.runtime.planning_daemons import PLANNING_MODULES
 from streaming.testbed.kafka import free_port
 from tests.benchmarks.proctree import process_tree
@@ -42,23 +43,27 @@ COMPARED_TABLES = ("bronze", "quarantine", "broker_signals", "cluster_signals", 
 VOLATILE = {"ingest_ts", "updated_at"}
 
 
-def table(root: str | Path, name: str) -> pd.DataFrame:
+Options = dict[str, str] | None  # delta-rs storage options of a remote root
+
+
+def table(root: str | Path, name: str, storage_options: Options = None) -> pd.DataFrame:
     try:
-        return DeltaTable(str(Path(root) / name)).to_pandas()
+        return DeltaTable(join(str(root), name), storage_options=storage_options).to_pandas()
     except TableNotFoundError:
         return pd.DataFrame()
 
 
-def count(root: str | Path, name: str) -> int:
+def count(root: str | Path, name: str, storage_options: Options = None) -> int:
     try:
-        return DeltaTable(str(Path(root) / name)).to_pyarrow_dataset().count_rows()
+        return DeltaTable(join(str(root), name),
+                          storage_options=storage_options).to_pyarrow_dataset().count_rows()
     except TableNotFoundError:
         return 0
 
 
-def comparable(root: str | Path, name: str) -> pd.DataFrame:
+def comparable(root: str | Path, name: str, storage_options: Options = None) -> pd.DataFrame:
     """A table without its volatile columns, maps made orderable, rows in a canonical order."""
-    frame = table(root, name)
+    frame = table(root, name, storage_options)
     if frame.empty:
         return frame
     frame = frame.drop(columns=[c for c in frame.columns if c in VOLATILE])
@@ -69,10 +74,11 @@ def comparable(root: str | Path, name: str) -> pd.DataFrame:
 
 
 def assert_same_tables(got: str | Path, want: str | Path,
-                       names: tuple[str, ...] = COMPARED_TABLES) -> None:
+                       names: tuple[str, ...] = COMPARED_TABLES,
+                       got_options: Options = None) -> None:
     """Every table under `got` equals the one under `want`, row for row, volatile columns aside."""
     for name in names:
-        mine, theirs = comparable(got, name), comparable(want, name)
+        mine, theirs = comparable(got, name, got_options), comparable(want, name)
         assert len(mine) == len(theirs), f"{name}: {len(mine)} rows vs {len(theirs)} in {want}"
         pd.testing.assert_frame_equal(mine, theirs, obj=name)
 
@@ -92,15 +98,17 @@ def start_job(config_path: Path, log: Path) -> subprocess.Popen[bytes]:
     )
 
 
-def run_to_end(config: Path, root: Path, expected: int, log: Path,
-               before_stop: Callable[[], Any] | None = None, timeout: float = 300) -> Any:
+def run_to_end(config: Path, root: str | Path, expected: int, log: Path,
+               before_stop: Callable[[], Any] | None = None, timeout: float = 300,
+               storage_options: Options = None) -> Any:
     """Run `kafka-health run` until `expected` bronze rows, then SIGTERM (stops after the
     current batch) and require exit 0. `before_stop` runs while the job is still up (e.g. to
     ask its Spark UI what ran where); its result is returned."""
     job = start_job(config, log)
     observed = None
     try:
-        wait_for(lambda: count(root, "bronze") >= expected, timeout, f"{expected} bronze rows")
+        wait_for(lambda: count(root, "bronze", storage_options) >= expected, timeout,
+                 f"{expected} bronze rows")
         if before_stop is not None:
             observed = before_stop()
     finally:
@@ -158,17 +166,20 @@ def truth_mismatches(signals: pd.DataFrame, truth_rows: list[dict[str, Any]],
 
 def config_file(directory: Path, bootstrap: str, topic: str, max_offsets: int = 6,
                 trigger_seconds: float = 0.2, spark: dict[str, Any] | None = None,
-                source: dict[str, Any] | None = None) -> Path:
+                source: dict[str, Any] | None = None, delta: dict[str, Any] | None = None,
+                store: str | None = None) -> Path:
     """A config file for `kafka-health run` on the metrics cluster under `directory`;
-    `spark` and `source` add keys to those sections."""
+    `spark`, `source` and `delta` add keys to those sections. With `store` (a URL such as
+    s3a://bucket/run) the checkpoint and the tables live there instead of in `directory`."""
     directory.mkdir(parents=True, exist_ok=True)
+    base = store or str(directory)
     config = {
-        "spark": {"checkpoint": str(directory / "checkpoint"), "trigger_seconds": trigger_seconds,
+        "spark": {"checkpoint": join(base, "checkpoint"), "trigger_seconds": trigger_seconds,
                   **(spark or {})},
         "source": {"bootstrap_servers": bootstrap,
                    "topics": [{"name": topic, "format": "jolokia"}],
                    "max_offsets_per_trigger": max_offsets, **(source or {})},
-        "delta": {"path": str(directory / "delta")},
+        "delta": {"path": join(base, "delta"), **(delta or {})},
         "quality": {"max_timestamp_skew_seconds": 86400},
         "exporter": {"port": free_port()},
     }

@@ -1,5 +1,7 @@
-"""SIGKILL at exact places between Delta commits and at random times, seven runs in a row:
-the tables end equal to an uninterrupted run over the same input."""
+"""SIGKILL at exact places between Delta commits and at random times, seven runs in a row,
+with the checkpoint and every table on an S3-compatible server (the deployment's object
+store; a local checkpoint's restart is tests/integration/test_restart.py): the tables end
+equal to an uninterrupted run over the same input."""
 
 from __future__ import annotations
 
@@ -22,12 +24,14 @@ from tests.integration.helpers import (
     start_job,
 )
 from tests.integration.test_skeleton import faulted_simulation
+from tests.s3 import BUCKET, KEY_ID, SECRET, s3_server
 
 pytestmark = pytest.mark.integration
 PER_TRIGGER = 2
 
 
-def test_six_kills_leave_tables_equal_to_an_uninterrupted_run(broker, topic, tmp_path, spark):
+def test_six_kills_on_object_storage_leave_tables_equal_to_an_uninterrupted_run(
+        broker, topic, tmp_path, spark, monkeypatch):
     sim = faulted_simulation(broker.bootstrap, topic, minutes=6)
     expected = sim.truth.samples_total
     reference = tmp_path / "reference"
@@ -38,9 +42,35 @@ def test_six_kills_leave_tables_equal_to_an_uninterrupted_run(broker, topic, tmp
         wait_for(lambda: count(reference / "delta", "bronze") >= expected, 300, "reference run")
         wait_for(lambda: not job.query.status["isTriggerActive"], 60, "the last batch")
 
-    crashed = tmp_path / "crashed"
-    config = config_file(crashed, broker.bootstrap, topic, max_offsets=PER_TRIGGER)
-    root, log = crashed / "delta", tmp_path / "crashed.log"
+    with s3_server() as s3:
+        crash_and_recover(s3.endpoint, broker, topic, tmp_path, expected, monkeypatch)
+        options = s3.storage_options()
+        root = f"s3://{BUCKET}/crashed/delta"
+        assert_same_tables(root, reference / "delta", got_options=options)
+        assert len(comparable(root, "incidents", options)) > 0, (
+            "the scenario must produce incidents")
+
+
+def crash_and_recover(endpoint: str, broker, topic: str, tmp_path, expected: int,
+                      monkeypatch) -> None:
+    """Kill `kafka-health run` six times (four at failpoints between commits, two at random
+    moments after a restart), then run it to the end. Spark's checkpoint goes through S3A
+    (s3a://), delta-rs through s3://, both with the options of delta.storage_options (the
+    secret key by reference, from the environment)."""
+    monkeypatch.setenv("KH_TEST_S3_SECRET", SECRET)
+    options = {"AWS_ENDPOINT_URL": endpoint, "AWS_REGION": "us-east-1",
+               "AWS_ALLOW_HTTP": "true", "AWS_ACCESS_KEY_ID": KEY_ID}
+    config = config_file(
+        tmp_path / "crashed", broker.bootstrap, topic, max_offsets=PER_TRIGGER,
+        spark={"checkpoint": f"s3a://{BUCKET}/crashed/checkpoint"},
+        delta={"path": f"s3://{BUCKET}/crashed/delta", "storage_options": options,
+               "storage_secrets": {"AWS_SECRET_ACCESS_KEY": {"env": "KH_TEST_S3_SECRET"}}})
+    readable = {**options, "AWS_SECRET_ACCESS_KEY": SECRET}
+    root, log = f"s3://{BUCKET}/crashed/delta", tmp_path / "crashed.log"
+
+    def bronze() -> int:
+        return count(root, "bronze", readable)
+
     kills = 0
     # signals_deferred: bronze and Spark's commit in, no signal written by their thread yet
     for failpoint in ("bronze_committed:2", "broker_signals_committed:2",
@@ -55,17 +85,14 @@ def test_six_kills_leave_tables_equal_to_an_uninterrupted_run(broker, topic, tmp
     rng = random.Random(7)
     after_deferred_kill = log.stat().st_size
     for _ in range(2):
-        before = count(root, "bronze")
+        before = bronze()
         job = start_job(config, log)
-        wait_for(lambda b=before: count(root, "bronze") > b, 180, "progress after restart")
+        wait_for(lambda b=before: bronze() > b, 180, "progress after restart")
         recovered = log.read_bytes()[after_deferred_kill:]
         assert b"recomputing them from bronze" in recovered, "the pending signals were lost"
         time.sleep(rng.uniform(0.0, 1.5))  # a random moment: mid-batch, mid-commit or idle
         os.killpg(job.pid, signal.SIGKILL)
         job.wait(30)
         kills += 1
-    assert kills == 6 and count(root, "bronze") < expected, "the kills came too late"
-    run_to_end(config, root, expected, log)
-
-    assert_same_tables(root, reference / "delta")
-    assert len(comparable(root, "incidents")) > 0, "the scenario must produce incidents"
+    assert kills == 6 and bronze() < expected, "the kills came too late"
+    run_to_end(config, root, expected, log, storage_options=readable)
