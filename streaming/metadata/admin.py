@@ -1,8 +1,8 @@
 """One poll of a cluster through confluent-kafka's AdminClient: brokers with their racks,
 every topic's partitions, and the effective durability configs of every topic.
 
-Three kinds of request per poll, whatever the cluster's size: DescribeCluster (brokers,
-racks, controller), one Metadata request for all topics (leader, replicas, ISR), and
+Three kinds of request per poll, whatever the cluster's size: one Metadata request for
+all topics (leader, replicas, ISR), DescribeCluster (brokers, racks, controller), and
 DescribeConfigs in batches of topics. Any failure raises; the poller turns it into state.
 """
 
@@ -102,11 +102,14 @@ def fetch_snapshot(admin: Any, cluster: str, polled_at: datetime, timeout: float
     eligible leader replicas (KIP-966) nor the leader recovery state (KIP-704): those
     fields stay None (unknown), see docs/metadata.md.
     """
+    # The Metadata request first: its response also names the broker the client sends
+    # controller-bound requests to (DescribeConfigs), which KRaft picks among the live
+    # brokers, so a controller cached from before a broker stopped is replaced first.
+    listing = admin.list_topics(timeout=timeout)
+    listed = {name: meta for name, meta in listing.topics.items() if meta.partitions}
     described = admin.describe_cluster(request_timeout=timeout).result(timeout=timeout + 5)
     brokers = {n.id: BrokerInfo(n.id, n.rack or None) for n in described.nodes}
     controller = described.controller.id if described.controller is not None else None
-    listing = admin.list_topics(timeout=timeout)
-    listed = {name: meta for name, meta in listing.topics.items() if meta.partitions}
     configs = topic_configs(admin, sorted(listed), timeout, batch)
     topics = {
         name: TopicInfo(name=name, partitions=_partitions(name, listed[name].partitions),

@@ -194,8 +194,11 @@ class MetadataPoller:
         assert cause is not None
         error = MISCONFIGURED if isinstance(exc, _ClientError) else classify(cause,
                                                                              self._reported)
-        if isinstance(exc, _ClientError):
-            self._admin = None  # built again next time
+        # Built again next time, whatever failed: a client keeps sending controller-bound
+        # requests to the broker it last learnt was the controller, and while that broker
+        # is down it waits (and reconnects in a tight loop) until its metadata refreshes,
+        # minutes later. A new client learns a live one from its first Metadata response.
+        self._admin = None
         kafka = kafka_error(cause)
         with self._lock:
             before = self._health

@@ -216,10 +216,24 @@ def test_no_secret_reaches_logs_or_state(caplog) -> None:
     assert SECRET not in repr(poller.__dict__.get("_health"))
 
 
-def test_a_failing_cluster_warns_once_per_change_of_state(caplog) -> None:
+def test_a_failed_poll_builds_a_new_client() -> None:
+    """A client waits for the broker it last learnt was the controller, down or not: the
+    next poll starts from a new one, which learns a live one."""
     poller, built = make()
     poller.poll_once()
-    built_admin = built[0]
+    built[0].fail["describe_cluster"] = kafka(KafkaError._TIMED_OUT)
+    assert poller.poll_once().health.up is False
+    assert poller.poll_once().health.up is True
+    assert len(built) == 2
+
+
+def test_a_failing_cluster_warns_once_per_change_of_state(caplog) -> None:
+    built_admin = FakeAdmin(CONFIG)  # every rebuilt client: the same failing cluster
+    poller = MetadataPoller("prod", CONFIG, PollerSettings(interval_seconds=0.05,
+                                                           timeout_seconds=1),
+                            admin_factory=lambda _config: built_admin,
+                            clock=lambda: 1_767_614_400.0)
+    poller.poll_once()
     built_admin.fail["describe_cluster"] = kafka(KafkaError._TRANSPORT)
     with caplog.at_level(logging.INFO, logger="kafka_health.metadata"):
         for _ in range(3):
