@@ -27,7 +27,7 @@ from streaming.headroom.stage import HeadroomTracker
 from streaming.metadata.board import CauseBoard
 from streaming.pipeline.incident_causes import stored_causes, with_causes
 from streaming.pipeline.stats import stopwatch
-from streaming.pipeline.view_agreement import ViewAgreement
+from streaming.pipeline.view_agreement import ViewAgreement, metrics_views
 from streaming.signals.broker import (
     SAMPLE_COLUMNS,
     SIGNAL_METRICS,
@@ -142,7 +142,7 @@ class SignalStages:
         if exporter is not None:
             exporter.update_clusters(cluster_rows.to_pylist())
         if self.views is not None:
-            self.views.observe(cluster_rows.to_pylist(), newest_samples(broker_rows))
+            self.views.observe(metrics_views(broker_rows.to_pylist()))
         with stopwatch(timings, "headroom"):
             headroom_rows = self.headroom.evaluate(broker_rows.to_pylist())
             if headroom_rows:
@@ -289,15 +289,6 @@ class SignalStages:
         scratch.update_churn(unmatched_shrinks(signals.to_pylist(),
                                                cfg.isr_churn_match_seconds))
         incident_runs(incident_conditions(signals, cluster_rows, cfg))
-
-
-def newest_samples(broker_rows: pa.Table) -> dict[str, datetime]:
-    """Each cluster's newest sample time in these broker rows."""
-    newest = broker_rows.group_by("cluster", use_threads=False).aggregate(
-        [("last_sample_ts", "max")])
-    return {c: t for c, t in zip(newest["cluster"].to_pylist(),
-                                 newest["last_sample_ts_max"].to_pylist(), strict=True)
-            if t is not None}
 
 
 def _any(conditions: Iterable[ds.Expression]) -> ds.Expression:

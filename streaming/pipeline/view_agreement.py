@@ -1,10 +1,11 @@
 """Under min ISR seen twice: the brokers' JMX and the Admin API must tell one story.
 
-The metrics count, per window, the partitions each leader has under min ISR
-(cluster_signals.under_min_isr_total); each Admin API poll counts the partitions under
-min ISR it saw. While a fault starts or heals the two differ for a poll or two (the
-window's max remembers the minute, the metrics arrive a shipper interval late), so only
-a disagreement lasting `polls` polls in a row is reported: a warning, at most every
+The metrics count the partitions each leader has under min ISR; summed over the leaders'
+last values in the cluster's newest window (the last, not the window's max, which
+remembers a fault the minute it heals) that is what each Admin API poll counts too.
+While a fault starts or heals the two differ for a poll or two (the metrics arrive a
+shipper interval late, a window's first samples are not all in), so only a
+disagreement lasting `polls` polls in a row is reported: a warning, at most every
 `warn_every_seconds` per cluster, that says which view looks stale, and one count per
 episode on kafka_health_pipeline_view_disagreements_total{stale}. Either view going
 stale unnoticed would page on a fault that is over, or miss one that is not.
@@ -33,11 +34,34 @@ METRICS, METADATA, NEITHER = "metrics", "metadata", "neither"
 
 @dataclass(frozen=True)
 class MetricsView:
-    """A cluster's newest metrics window: its under-min-ISR total and newest sample."""
+    """A cluster's newest metrics window: the leaders' last under-min-ISR counts summed,
+    and the cluster's newest sample."""
 
     window_start: datetime
     under_min_isr: float
     newest_sample: datetime | None
+
+
+def metrics_views(broker_rows: Iterable[Mapping[str, Any]]) -> dict[str, MetricsView]:
+    """Per cluster, from broker_signals rows: the newest window's under_min_isr_last summed
+    over the brokers that reported one in it (None-valued rows skipped; a cluster whose
+    newest window has none is left out)."""
+    newest: dict[str, datetime] = {}
+    sample: dict[str, datetime] = {}
+    rows = list(broker_rows)
+    for row in rows:
+        cluster = row["cluster"]
+        if cluster not in newest or row["window_start"] > newest[cluster]:
+            newest[cluster] = row["window_start"]
+        last = row.get("last_sample_ts")
+        if last is not None and (cluster not in sample or last > sample[cluster]):
+            sample[cluster] = last
+    totals: dict[str, float] = {}
+    for row in rows:
+        value = row.get("under_min_isr_last")
+        if row["window_start"] == newest[row["cluster"]] and value is not None:
+            totals[row["cluster"]] = totals.get(row["cluster"], 0.0) + float(value)
+    return {c: MetricsView(newest[c], total, sample.get(c)) for c, total in totals.items()}
 
 
 def stale_view(metrics: MetricsView, poll: CauseView, metrics_slack: timedelta,
@@ -75,17 +99,13 @@ class ViewAgreement:
         self._warned_at: dict[str, float] = {}
         self.episodes = 0
 
-    def observe(self, cluster_rows: Iterable[Mapping[str, Any]],
-                newest_samples: Mapping[str, datetime]) -> None:
-        """Take the batch's cluster windows (the newest per cluster wins, a late window
-        never replaces a newer one) and compare each cluster with its newest poll."""
-        for row in cluster_rows:
-            cluster, value = row["cluster"], row.get("under_min_isr_total")
+    def observe(self, views: Mapping[str, MetricsView]) -> None:
+        """Take the batch's newest metrics per cluster (a late, older window never
+        replaces a newer one) and compare each cluster with its newest poll."""
+        for cluster, view in views.items():
             held = self.metrics.get(cluster)
-            if value is None or (held is not None and row["window_start"] < held.window_start):
-                continue
-            self.metrics[cluster] = MetricsView(row["window_start"], float(value),
-                                                newest_samples.get(cluster))
+            if held is None or view.window_start >= held.window_start:
+                self.metrics[cluster] = view
         for cluster in list(self.metrics):
             self.compare(cluster)
 
@@ -116,7 +136,8 @@ class ViewAgreement:
                            "last poll)",
                  NEITHER: "both are fresh: check topics' min.insync.replicas overrides and "
                           "the brokers' JMX path"}[stale]
-        LOG.warning("cluster %r: the broker metrics count %g partition(s) under min ISR in the "
-                    "window of %s, the Admin API %d at %s, for %d polls in a row; %s",
+        LOG.warning("cluster %r: the broker metrics count %g partition(s) under min ISR (the "
+                    "leaders' last values in the window of %s), the Admin API %d at %s, for %d "
+                    "polls in a row; %s",
                     cluster, metrics.under_min_isr, metrics.window_start.isoformat(),
                     poll.under_min_isr, poll.polled_at.isoformat(), self.polls, looks)

@@ -16,11 +16,14 @@ from streaming.pipeline.view_agreement import (
     METADATA,
     METRICS,
     NEITHER,
+    MetricsView,
     ViewAgreement,
+    metrics_views,
 )
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 POLL = timedelta(seconds=30)
+MINUTE = timedelta(minutes=1)
 
 
 class Bed:
@@ -39,9 +42,7 @@ class Bed:
         self.poll_at += POLL
         self.board.publish(CauseView(cluster, self.poll_at, {}, admin))
         window = self.poll_at.replace(second=0)
-        self.views.observe([{"cluster": cluster, "window_start": window,
-                             "under_min_isr_total": jmx}],
-                           {cluster: sample or self.poll_at})
+        self.views.observe({cluster: MetricsView(window, jmx, sample or self.poll_at)})
 
     def counted(self, stale: str) -> float:
         return self.exporter.registry.get_sample_value(COUNTER, {"stale": stale}) or 0.0
@@ -71,8 +72,7 @@ def test_a_batch_without_a_new_poll_is_not_a_second_vote() -> None:
     bed = Bed()
     bed.step(6, 0)
     for _ in range(5):  # batches every second, one poll
-        bed.views.observe([{"cluster": "prod", "window_start": T0,
-                            "under_min_isr_total": 6}], {"prod": T0})
+        bed.views.observe({"prod": MetricsView(T0, 6, T0)})
     assert bed.views.streak["prod"] == 1
 
 
@@ -110,6 +110,18 @@ def test_warnings_are_rate_limited_per_cluster_the_count_is_not(
 def test_an_older_window_never_replaces_the_newest() -> None:
     bed = Bed()
     bed.step(6, 6)
-    late = [{"cluster": "prod", "window_start": T0 - timedelta(hours=1), "under_min_isr_total": 0}]
-    bed.views.observe(late, {})
+    bed.views.observe({"prod": MetricsView(T0 - timedelta(hours=1), 0, None)})
     assert bed.views.metrics["prod"].under_min_isr == 6
+
+
+def test_the_metrics_view_sums_the_leaders_last_values_of_the_newest_window() -> None:
+    def row(broker: str, minute: int, last: float | None, maximum: float) -> dict:
+        return {"cluster": "prod", "broker": broker, "window_start": T0 + minute * MINUTE,
+                "last_sample_ts": T0 + minute * MINUTE + timedelta(seconds=50),
+                "under_min_isr_last": last, "under_min_isr_max": maximum}
+
+    # healed in the newest window: its max still says 6, its last says 0
+    views = metrics_views([row("1", 0, 6, 6), row("1", 1, 0, 6), row("2", 1, 2, 2),
+                           row("3", 1, None, 0), row("4", 0, 5, 5)])
+    assert views == {"prod": MetricsView(T0 + MINUTE, 2.0, T0 + MINUTE + timedelta(seconds=50))}
+    assert metrics_views([row("1", 0, None, 0)]) == {}
