@@ -28,10 +28,10 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 
 from streaming import locations
 from streaming.broker_admission import RECORD, record_rejects
+from streaming.sinks.predicates import Predicate, any_of, field
 
 LOG = logging.getLogger("kafka_health.poison")
 FAILED_BATCH = "kafka_health_failed_batch.json"
@@ -51,17 +51,15 @@ def offset_ranges(rows: pa.Table) -> list[Range]:
                       spans["source_offset_max"].to_pylist(), strict=True))
 
 
-def in_ranges(ranges: list[Range]) -> tuple[ds.Expression, ds.Expression]:
-    """Rows of those records as Arrow expressions (never SQL text): by partition and offset
+def in_ranges(ranges: list[Range]) -> tuple[Predicate, Predicate]:
+    """Rows of those records as filters (never SQL text): by partition and offset
     (integers, which prune files), and with their topics too (strings, filtered in memory:
     see DeltaRsTable.read)."""
-    offsets, records = ds.scalar(False), ds.scalar(False)
-    for topic, partition, first, last in ranges:
-        span = ((ds.field("source_partition") == partition)
-                & (ds.field("source_offset") >= first) & (ds.field("source_offset") <= last))
-        offsets = offsets | span
-        records = records | (span & (ds.field("source_topic") == topic))
-    return offsets, records
+    spans = [(topic, (field("source_partition") == partition)
+              & (field("source_offset") >= first) & (field("source_offset") <= last))
+             for topic, partition, first, last in ranges]
+    return (any_of(span for _, span in spans),
+            any_of(span & (field("source_topic") == topic) for topic, span in spans))
 
 
 @dataclass

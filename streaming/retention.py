@@ -15,13 +15,11 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Protocol
-
-from deltalake import DeltaTable
 
 from streaming.config import DeltaConfig
+from streaming.sinks.base import DeltaSink
 
 LOG = logging.getLogger("kafka_health.retention")
 # The time column each table ages by: bronze by its date partition (a delete of whole
@@ -29,14 +27,8 @@ LOG = logging.getLogger("kafka_health.retention")
 AGE_COLUMNS = {"bronze": "date", "quarantine": "ingest_ts", "dq_results": "evaluated_at"}
 
 
-class Table(Protocol):
-    name: str
-
-    def ensure(self) -> DeltaTable: ...
-
-
 def predicate(table: str, cutoff: datetime) -> str:
-    """Rows of `table` older than `cutoff`, as a delta-rs predicate."""
+    """Rows of `table` older than `cutoff`, as a Delta SQL condition both engines parse."""
     column = AGE_COLUMNS[table]
     if column == "date":
         return f"`date` < '{cutoff.strftime('%Y-%m-%d')}'"
@@ -58,7 +50,7 @@ class Retention:
         return (self.last_run is None
                 or self.clock() - self.last_run >= self.config.retention_every_seconds)
 
-    def run(self, tables: dict[str, Table]) -> dict[str, int]:
+    def run(self, tables: Mapping[str, DeltaSink]) -> dict[str, int]:
         """Delete and vacuum each table with a retention; rows deleted per table."""
         self.last_run = self.clock()
         now = datetime.fromtimestamp(self.last_run, UTC)
@@ -67,11 +59,9 @@ class Retention:
             if days is None:
                 continue
             try:
-                table = tables[name].ensure()
-                metrics = table.delete(predicate(name, now - timedelta(days=days)))
-                deleted[name] = int(metrics.get("num_deleted_rows") or 0)
-                table.vacuum(retention_hours=self.config.vacuum_retain_hours, dry_run=False,
-                             enforce_retention_duration=False)
+                table = tables[name]
+                deleted[name] = table.delete_where(predicate(name, now - timedelta(days=days)))
+                table.vacuum(self.config.vacuum_retain_hours)
             except Exception as err:  # maintenance must never stop the stream
                 LOG.warning("retention of %s failed (tried again in %.0f s): %s", name,
                             self.config.retention_every_seconds, err)

@@ -14,7 +14,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.dataset as ds
 
 from streaming.headroom.model import (
     BOUND_ORDER,
@@ -24,6 +23,7 @@ from streaming.headroom.model import (
     make_config,
     sorted_forecast,
 )
+from streaming.sinks.predicates import field
 
 TS = pa.timestamp("us", "UTC")
 
@@ -99,7 +99,7 @@ class HeadroomTracker:
     def _load_history(self, cluster: str, config: HeadroomConfig) -> None:
         since = datetime.now(UTC) - timedelta(days=config.forecast_lookback_days)
         rows = self.read_history(
-            ds.field("evaluated_at") >= pa.scalar(since, TS), ds.field("cluster") == cluster,
+            field("evaluated_at") >= pa.scalar(since, TS), field("cluster") == cluster,
             columns=["cluster", "broker", "evaluated_at", "partitions"],
         )
         points: dict[str, dict[float, int]] = {}

@@ -17,7 +17,6 @@ from datetime import datetime
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from streaming.metadata.audit import audit
 from streaming.metadata.changes import TABLE as CHANGES_TABLE
@@ -26,7 +25,9 @@ from streaming.metadata.model import ClusterSnapshot
 from streaming.metadata.reconcile import TABLE as AUDIT_TABLE
 from streaming.metadata.reconcile import reconcile, still_open
 from streaming.metadata.rules import AuditRules, load_rules
-from streaming.sinks.delta_rs import DeltaRsTable
+from streaming.sinks.base import DeltaSink
+from streaming.sinks.engines import open_table
+from streaming.sinks.predicates import field
 
 
 @dataclass(frozen=True)
@@ -49,28 +50,31 @@ class MetadataStore:
     """
 
     def __init__(self, root: str, app_id: str, rules: AuditRules | None = None,
-                 storage_options: Mapping[str, str] | None = None) -> None:
+                 storage_options: Mapping[str, str] | None = None,
+                 engine: str = "delta-rs") -> None:
         self.root = root
+        self.engine = engine  # delta.engine
         self.app_id = app_id
         self.storage_options = storage_options
         self.rules = rules or load_rules()
         self._lock = threading.Lock()
-        self._tables: dict[tuple[str, str], DeltaRsTable] = {}
+        self._tables: dict[tuple[str, str], DeltaSink] = {}
         self._versions: dict[tuple[str, str], int] = {}
         self._written: dict[str, ClusterSnapshot] = {}
         self._open: dict[str, list[dict[str, Any]]] = {}
 
-    def _table(self, name: str, cluster: str) -> DeltaRsTable:
+    def _table(self, name: str, cluster: str) -> DeltaSink:
         key = (name, cluster)
         if key not in self._tables:
-            self._tables[key] = DeltaRsTable(self.root, name, f"{self.app_id}:metadata:{cluster}",
-                                             self.storage_options)
+            self._tables[key] = open_table(self.engine, self.root, name,
+                                           f"{self.app_id}:metadata:{cluster}",
+                                           self.storage_options)
         return self._tables[key]
 
-    def _version(self, table: DeltaRsTable, cluster: str, at: datetime) -> int:
+    def _version(self, table: DeltaSink, cluster: str, at: datetime) -> int:
         key = (table.name, cluster)
         if key not in self._versions:
-            committed = table.ensure().transaction_version(table.app_id)
+            committed = table.transaction_version()
             self._versions[key] = -1 if committed is None else committed
         version = max(int(at.timestamp() * 1000), self._versions[key] + 1)
         self._versions[key] = version
@@ -80,7 +84,7 @@ class MetadataStore:
         """The cluster's open findings, read from the table the first time."""
         if cluster not in self._open:
             table = self._table(AUDIT_TABLE, cluster)
-            rows = table.read(where=pc.field("cluster") == cluster)
+            rows = table.read(where=field("cluster") == cluster)
             self._open[cluster] = [r for r in rows.to_pylist() if r["resolved_at"] is None]
         return self._open[cluster]
 

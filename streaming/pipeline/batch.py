@@ -35,7 +35,8 @@ from streaming.pipeline.tables import compact, open_tables
 from streaming.quality import BronzeValidator
 from streaming.retention import Retention
 from streaming.signals.spans import Span, newest_event
-from streaming.sinks.delta_rs import DeltaRsTable
+from streaming.sinks.base import DeltaSink
+from streaming.sinks.engines import open_table
 
 LOG = logging.getLogger("kafka_health.batch")
 
@@ -79,12 +80,13 @@ class BatchProcessor:
     def set_app_id(self, app_id: str) -> None:
         """Transactions are keyed by the query id, so a new checkpoint never skips batches."""
         self.app_id = app_id
-        storage = self.config.delta.storage()
-        self.tables = open_tables(self.config.delta.path, app_id, storage)
+        delta = self.config.delta
+        storage = delta.storage()
+        self.tables = open_tables(delta.path, app_id, storage, delta.engine)
         # Poison records leave bronze and enter quarantine in transactions of their own: the
         # failed attempt may have committed the batch's own already.
-        self.poison_tables = {name: DeltaRsTable(self.config.delta.path, name,
-                                                 f"{app_id}:poison", storage)
+        self.poison_tables = {name: open_table(delta.engine, delta.path, name,
+                                               f"{app_id}:poison", storage)
                               for name in ("bronze", "quarantine")}
         self.stages = SignalStages(self.config, self.exporter, self.tables, self.causes)
 
@@ -158,7 +160,7 @@ class BatchProcessor:
             self.mark_pending(batch_id, *touched)
         handoff.release(touched, facts)
 
-    def quarantine(self, table: DeltaRsTable, rejected: pa.Table, batch_id: int) -> None:
+    def quarantine(self, table: DeltaSink, rejected: pa.Table, batch_id: int) -> None:
         """Decoded-schema reject rows into a quarantine table, once per batch id, counted
         by reason category."""
         quarantine = pa.table({

@@ -10,13 +10,10 @@ from __future__ import annotations
 import copy
 import functools
 import logging
-import operator
-from collections.abc import Iterable
 from datetime import datetime, timedelta
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 
 from streaming import alertpush, failpoints
 from streaming.alertpush import opened_in_signals, push_incidents
@@ -40,7 +37,8 @@ from streaming.signals.cluster import cluster_signals
 from streaming.signals.incidents import anchor_incidents, incident_conditions, incident_runs
 from streaming.signals.incremental import OpenWindows
 from streaming.signals.spans import Span, touched_spans
-from streaming.sinks.delta_rs import DeltaRsTable, Scope
+from streaming.sinks.base import DeltaSink, Scope
+from streaming.sinks.predicates import any_of, field
 
 LOG = logging.getLogger("kafka_health.signals")
 TS = pa.timestamp("us", "UTC")
@@ -54,7 +52,7 @@ class SignalStages:
     """
 
     def __init__(self, config: Config, exporter: Exporter | None,
-                 tables: dict[str, DeltaRsTable], causes: CauseBoard | None = None) -> None:
+                 tables: dict[str, DeltaSink], causes: CauseBoard | None = None) -> None:
         self.config = config
         self.exporter = exporter
         self.tables = tables
@@ -160,7 +158,7 @@ class SignalStages:
                                failures - self.push_failures_seen)
             self.push_failures_seen = failures
             open_now = self.tables["incidents"].read(
-                ds.field("resolved_at").is_null(), ds.field("cluster").isin(clusters),
+                field("resolved_at").is_null(), field("cluster").isin(clusters),
                 columns=["cluster", "kind"])
             exporter.update_open_incidents(clusters, open_now.to_pylist())
 
@@ -171,9 +169,9 @@ class SignalStages:
         controller, whose missing numbers make a window's controller count unknown."""
         lookback = timedelta(seconds=self.config.signals.incident_horizon_seconds)
         stored = self.tables["broker_signals"].read(
-            (ds.field("window_start") >= pa.scalar(first - lookback, TS))
-            & (ds.field("window_start") <= pa.scalar(last, TS)),
-            ds.field("cluster").isin(clusters),
+            (field("window_start") >= pa.scalar(first - lookback, TS))
+            & (field("window_start") <= pa.scalar(last, TS)),
+            field("cluster").isin(clusters),
         )
         cluster_rows = cluster_signals(stored, since=first)
         self.tables["cluster_signals"].upsert(cluster_rows, batch_id)
@@ -189,15 +187,15 @@ class SignalStages:
         read_from, read_to = spans[0][0] - lookback, spans[-1][1] + width
         dates = sorted({(read_from + timedelta(days=d)).strftime("%Y-%m-%d")
                         for d in range((read_to - read_from).days + 2)})
-        in_spans = ds.field("date").isin(dates) & _any(
-            (ds.field("ts") >= pa.scalar(lo - lookback, TS))
-            & (ds.field("ts") < pa.scalar(hi + width, TS)) for lo, hi in spans)
+        in_spans = field("date").isin(dates) & any_of(
+            (field("ts") >= pa.scalar(lo - lookback, TS))
+            & (field("ts") < pa.scalar(hi + width, TS)) for lo, hi in spans)
         # Before the first touched window of a span only counters matter (the previous Count
         # of each series, for the first increase): the look-back is most of the slice otherwise.
-        needed = _any((ds.field("ts") >= pa.scalar(lo, TS))
-                      & (ds.field("ts") < pa.scalar(hi + width, TS)) for lo, hi in spans) | (
-            ds.field("kind") == "counter")
-        signal_rows = (ds.field("cluster").isin(clusters) & ds.field("metric").isin(SIGNAL_METRICS)
+        needed = any_of((field("ts") >= pa.scalar(lo, TS))
+                        & (field("ts") < pa.scalar(hi + width, TS)) for lo, hi in spans) | (
+            field("kind") == "counter")
+        signal_rows = (field("cluster").isin(clusters) & field("metric").isin(SIGNAL_METRICS)
                        & needed)
         with stopwatch(self.timings, "slice"):
             samples = self.tables["bronze"].read(in_spans, signal_rows, columns=SAMPLE_COLUMNS)
@@ -216,8 +214,8 @@ class SignalStages:
         """Hold what was just recomputed, for the clusters whose newest window it reached."""
         samples, partials, segments, _ = recomputed
         later = self.tables["broker_signals"].read(
-            ds.field("window_start") > pa.scalar(spans[-1][1], TS),
-            ds.field("cluster").isin(clusters), columns=["cluster"])
+            field("window_start") > pa.scalar(spans[-1][1], TS),
+            field("cluster").isin(clusters), columns=["cluster"])
         try:
             self.open_windows.seed(samples, partials, segments, spans, clusters,
                                    set(later["cluster"].to_pylist()))
@@ -230,9 +228,9 @@ class SignalStages:
         """Recompute incidents over a bounded horizon and reconcile them with the table."""
         cfg = self.config.signals
         horizon = first - timedelta(seconds=cfg.incident_horizon_seconds)
-        in_horizon = ((ds.field("window_start") >= pa.scalar(horizon, TS))
-                      & (ds.field("window_start") <= pa.scalar(last, TS)))
-        of_clusters = ds.field("cluster").isin(clusters)
+        in_horizon = ((field("window_start") >= pa.scalar(horizon, TS))
+                      & (field("window_start") <= pa.scalar(last, TS)))
+        of_clusters = field("cluster").isin(clusters)
         broker_rows = self.tables["broker_signals"].read(in_horizon, of_clusters)
         cluster_rows = self.tables["cluster_signals"].read(in_horizon, of_clusters)
         if broker_rows.num_rows == 0:
@@ -244,14 +242,14 @@ class SignalStages:
         # Every stored incident the recomputation can touch: open, or resolved inside the
         # horizon. Those started before it are anchored; all of them keep their cause.
         stored = self.tables["incidents"].read(
-            ds.field("resolved_at").is_null()
-            | (ds.field("resolved_at") >= pa.scalar(horizon, TS)), of_clusters)
+            field("resolved_at").is_null()
+            | (field("resolved_at") >= pa.scalar(horizon, TS)), of_clusters)
         earlier = stored.filter(pc.less(stored["started_at"], pa.scalar(horizon, TS)))
         incidents = with_causes(anchor_incidents(computed, earlier, horizon),
                                 stored_causes(stored),
                                 self.cause_of if self.causes is not None else None)
         self.tables["incidents"].upsert(incidents, batch_id, owned=Scope(
-            ds.field("started_at") >= pa.scalar(horizon, TS), of_clusters))
+            field("started_at") >= pa.scalar(horizon, TS), of_clusters))
         if self.config.alert_push.urls():
             push_incidents(self.config.alert_push, incidents.to_pylist(), self.may_page)
 
@@ -289,8 +287,3 @@ class SignalStages:
         scratch.update_churn(unmatched_shrinks(signals.to_pylist(),
                                                cfg.isr_churn_match_seconds))
         incident_runs(incident_conditions(signals, cluster_rows, cfg))
-
-
-def _any(conditions: Iterable[ds.Expression]) -> ds.Expression:
-    """OR of dataset expressions (the spans are few)."""
-    return functools.reduce(operator.or_, conditions)

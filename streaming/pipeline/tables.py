@@ -6,10 +6,8 @@ import logging
 from collections.abc import Mapping
 from datetime import UTC, datetime
 
-from deltalake import DeltaTable
-from deltalake.schema import Field
-
-from streaming.sinks.delta_rs import DeltaRsTable
+from streaming.sinks.base import DeltaSink
+from streaming.sinks.engines import open_table
 
 LOG = logging.getLogger("kafka_health.tables")
 # Written by the Admin API pollers (streaming.metadata) in transactions of their own, and
@@ -21,10 +19,12 @@ TABLES = ("bronze", "quarantine", "broker_signals", "cluster_signals", "incident
 
 
 def open_tables(delta_root: str, app_id: str,
-                storage_options: Mapping[str, str] | None = None) -> dict[str, DeltaRsTable]:
-    """Every table of the job, created when missing, writing in transactions of `app_id`;
-    `storage_options` reach a remote root (delta.storage_options with its secrets)."""
-    tables = {name: DeltaRsTable(delta_root, name, app_id, storage_options)
+                storage_options: Mapping[str, str] | None = None,
+                engine: str = "delta-rs") -> dict[str, DeltaSink]:
+    """Every table of the job, created when missing, writing in transactions of `app_id`
+    with `engine` (delta.engine); `storage_options` reach a remote root for delta-rs
+    (delta.storage_options with its secrets)."""
+    tables = {name: open_table(engine, delta_root, name, app_id, storage_options)
               for name in TABLES}
     for name, table in tables.items():
         if name not in POLLER_TABLES:
@@ -32,7 +32,7 @@ def open_tables(delta_root: str, app_id: str,
     return tables
 
 
-def add_missing_columns(table: DeltaRsTable) -> list[str]:
+def add_missing_columns(table: DeltaSink) -> list[str]:
     """Add the columns metrics_schemas/tables.yaml has and the stored table lacks (all
     nullable); returns their names.
 
@@ -40,23 +40,21 @@ def add_missing_columns(table: DeltaRsTable) -> list[str]:
     otherwise fail every read that names the new column, and a MERGE would silently drop
     it. Rows written before read the new column as null.
     """
-    stored = table.ensure()
-    present = set(stored.schema().to_arrow().names)
+    present = set(table.columns())
     missing = [f for f in table.schema if f.name not in present]
     if missing:
-        stored.alter.add_columns([Field.from_arrow(f) for f in missing])
+        table.add_columns(missing)
         LOG.info("%s: added the column(s) %s", table.name, ", ".join(f.name for f in missing))
     return [f.name for f in missing]
 
 
-def compact(tables: dict[str, DeltaRsTable]) -> None:
+def compact(tables: dict[str, DeltaSink]) -> None:
     """Small files from one commit per batch would slow every later read: compact them
     (today's partition for bronze). Idempotent, so a replay after a crash is harmless."""
     today = [("date", "=", datetime.now(UTC).strftime("%Y-%m-%d"))]
     for name, table in tables.items():
         try:
-            if name in POLLER_TABLES and not DeltaTable.is_deltatable(
-                    table.path, storage_options=table.storage_options):
+            if name in POLLER_TABLES and not table.exists():
                 continue  # not polled (yet)
             table.compact(today)
         except Exception as err:  # maintenance must never stop the stream

@@ -1,0 +1,18 @@
+"""The one place that chooses the Delta engine (`delta.engine`) for a table."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from streaming.sinks.base import DeltaSink
+
+
+def open_table(engine: str, root: str, name: str, app_id: str,
+               storage_options: Mapping[str, str] | None = None) -> DeltaSink:
+    """Table `name` under `root`, written in the transactions of `app_id`: with delta-rs
+    from the driver (`storage_options` reach a remote root)."""
+    if engine == "delta-rs":
+        from streaming.sinks.delta_rs import DeltaRsTable
+
+        return DeltaRsTable(root, name, app_id, storage_options)
+    raise ValueError(f"unknown delta.engine {engine!r}: 'delta-rs'")
