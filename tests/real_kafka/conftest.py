@@ -5,11 +5,14 @@ truth sampler on the Admin API, and the streaming job reading both metrics topic
 
 The same brokers ship under two cluster names, `via-jolokia` (Jolokia bulk reads as the
 agent returns them) and `via-prometheus` (jmx_exporter scrapes with the test bed's Strimzi
-rule set, in prometheus-kafka-adapter JSON), so every check runs on both formats.
+rule set, in prometheus-kafka-adapter JSON), so every check runs on both formats. The job
+polls the watched cluster's Admin API under both names too (config `metadata`, every
+METADATA_INTERVAL seconds), so incidents and pages carry their cause.
 """
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -28,6 +31,7 @@ from tests.integration.helpers import running_job
 WINDOW = 10
 NAMES = ("via-jolokia", "via-prometheus")
 ORDERS = "orders"
+METADATA_INTERVAL = 4  # seconds between Admin API polls (production: 30)
 # Where Kafka's JMX and its Admin API tell different stories; printed after the run.
 FINDINGS: list[str] = []
 
@@ -86,6 +90,11 @@ def bed(watched: KafkaCluster, broker: Any, spark: Any, tmp_path_factory: pytest
         "KAFKA_HEALTH__SIGNALS__WINDOW_SECONDS": str(WINDOW),
         "KAFKA_HEALTH__SIGNALS__WATERMARK_SECONDS": "60",
         "KAFKA_HEALTH__SIGNALS__SCRAPE_INTERVAL_SECONDS": "1",
+        "KAFKA_HEALTH__METADATA__ENABLED": "true",
+        "KAFKA_HEALTH__METADATA__INTERVAL_SECONDS": str(METADATA_INTERVAL),
+        "KAFKA_HEALTH__METADATA__TIMEOUT_SECONDS": "3",
+        "KAFKA_HEALTH__METADATA__CLUSTERS": json.dumps(
+            {name: {"bootstrap_servers": watched.bootstrap} for name in NAMES}),
     }
     truth = TruthSampler(watched.bootstrap, [n.node_id for n in watched.nodes]).start()
     exporter = Exporter()

@@ -1,0 +1,140 @@
+"""A real fault pages with its cause: every piece real, PagerDuty stood in for.
+
+    the watched KRaft cluster (conftest: `orders` on nodes 1, 4 and 5, RF 3, min ISR 2)
+      -> shipper (Jolokia and jmx_exporter, 1 s) -> the metrics cluster -> the session's job
+      (which also polls the watched cluster's Admin API every few seconds)
+      -> Exporter /metrics -> prometheus (scrape + evaluation every 1 s, the committed
+      alerts/kafka-health.rules.yml, `for:` as in production) -> alertmanager
+      (alerts/alertmanager.yml with PagerDuty pointed at PagerDutyReceiver)
+
+Stopping brokers 4 and 5, the followers of every `orders` partition, leaves leader 1 alone
+in the ISR: KafkaUnderMinIsrPartitions pages once per shipped cluster name, and the page's
+summary names brokers 4 and 5 as the cause (from the Admin API, through
+kafka_health_metadata_cause_info and the rule's `query`). The incident row carries the
+same cause, and keeps it after the fault. Starting both again resolves the pages.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack
+from pathlib import Path
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+
+from streaming.testbed import faults
+from streaming.testbed.kafka import free_port
+from tests.conftest import wait_for
+from tests.e2e.stack import (
+    PagerDutyEvent,
+    PagerDutyReceiver,
+    prom_query,
+    start_alertmanager,
+    start_prometheus,
+    which,
+)
+from tests.integration.helpers import table
+from tests.real_kafka.conftest import NAMES, ORDERS, WINDOW, Bed
+
+ALERT = "KafkaUnderMinIsrPartitions"
+CAUSE = "brokers 4 and 5 out of ISR"
+
+
+@pytest.fixture
+def chain(healthy: Bed, tmp_path: Path) -> Iterator[SimpleNamespace]:
+    """Prometheus scraping the session job's exporter, Alertmanager, the PagerDuty stand-in."""
+    if which("prometheus") is None or which("alertmanager", "prometheus-alertmanager") is None:
+        pytest.skip("prometheus/alertmanager not on PATH: run deploy/install-prometheus.sh")
+    with ExitStack() as stack:
+        receiver = PagerDutyReceiver()
+        stack.callback(receiver.close)
+        am, am_url, _ = start_alertmanager(tmp_path / "alertmanager", receiver.url, "2s")
+        stack.callback(am.stop)
+        port = free_port()
+        healthy.exporter.start("127.0.0.1", port)
+
+        def stop_serving() -> None:
+            server = healthy.exporter.server
+            healthy.exporter.stop()
+            server.server_close()
+
+        stack.callback(stop_serving)
+        prom, prom_url = start_prometheus(tmp_path / "prometheus", f"127.0.0.1:{port}", am_url,
+                                          "1s")
+        stack.callback(prom.stop)
+
+        def alive() -> None:
+            am.check()
+            prom.check()
+            assert healthy.job.query.isActive, f"query stopped: {healthy.job.query.exception()}"
+
+        yield SimpleNamespace(bed=healthy, receiver=receiver, prom_url=prom_url, alive=alive)
+
+
+def pages(chain: SimpleNamespace, action: str) -> dict[str, PagerDutyEvent]:
+    """The newest event of `action` per shipped cluster name."""
+    chain.alive()
+    return {name: events[-1] for name in NAMES
+            if (events := chain.receiver.matching(cluster=name, alertname=ALERT, action=action))}
+
+
+def incident_causes(bed: Bed, since: float) -> dict[str, list[tuple[bool, str | None]]]:
+    """Per shipped name: (open, cause) of leader 1's under-min-ISR incidents that started
+    with the fault (their window may start a window before it)."""
+    rows = table(bed.delta, "incidents")
+    if rows.empty:
+        return {}
+    rows = rows[(rows.kind == "under_min_isr") & (rows.broker == "1")
+                & (rows["started_at"].map(lambda t: t.timestamp()) >= since - 2 * WINDOW)]
+    found: dict[str, list[tuple[bool, str | None]]] = {}
+    for r in rows.itertuples():
+        found.setdefault(r.cluster, []).append((bool(pd.isna(r.resolved_at)), r.cause))
+    return found
+
+
+def test_two_followers_down_page_with_them_as_the_cause_and_resolve(chain: SimpleNamespace
+                                                                    ) -> None:
+    bed = chain.bed
+    started = time.time()
+    wait_for(lambda: chain.alive() or prom_query(
+        chain.prom_url, 'kafka_health_metadata_up{cluster=~"via-.*"} == 1'), 60,
+        "both names' Admin API polls in Prometheus")
+    assert chain.receiver.matching(alertname=ALERT) == [], "paged before the fault"
+
+    since = time.time()
+    faults.stop_broker(bed.watched, 5, "clean")
+    faults.stop_broker(bed.watched, 4, "clean")
+    faults.wait_isr_without(bed.watched, 4, ORDERS)
+    triggers = wait_for(lambda: len(found := pages(chain, "trigger")) == len(NAMES) and found,
+                        120, "an under-min-ISR page for each shipped name", every=0.5)
+    for name, page in triggers.items():
+        summary = page.payload["summary"]
+        assert summary == (f"{ALERT} [{name}]: Partitions under min.insync.replicas on broker 1 "
+                           f"of Kafka cluster {name}: {CAUSE}"), summary
+        assert f"Cause from the Admin API: {CAUSE}." in page.payload["custom_details"][
+            "description"]
+        assert page.payload["custom_details"]["brokers"] == "1"
+    series = prom_query(chain.prom_url, 'kafka_health_metadata_cause_info{kind="under_min_isr"}')
+    assert {(s["metric"]["cluster"], s["metric"]["leader"], s["metric"]["cause"])
+            for s in series} == {(name, "1", CAUSE) for name in NAMES}
+    # the incident row names them too (the direct push renders its text from it)
+    wait_for(lambda: incident_causes(bed, since) == dict.fromkeys(NAMES, [(True, CAUSE)]), 60,
+             "the open incidents' cause")
+    fault_at = time.time()
+
+    faults.start_broker(bed.watched, 4)
+    faults.start_broker(bed.watched, 5)
+    faults.wait_fully_replicated(bed.watched)
+    resolves = wait_for(lambda: len(found := pages(chain, "resolve")) == len(NAMES) and found,
+                        120, "the resolves", every=0.5)
+    for name, resolve in resolves.items():
+        assert resolve.dedup_key == triggers[name].dedup_key, "one PagerDuty incident per name"
+    wait_for(lambda: prom_query(chain.prom_url, "kafka_health_metadata_cause_info") == [], 30,
+             "the cause series gone once the Admin API shows the ISR whole")
+    wait_for(lambda: incident_causes(bed, since) == dict.fromkeys(NAMES, [(False, CAUSE)]), 60,
+             "the resolved incidents keeping their cause")
+    print(f"\nfault to both pages {fault_at - since:.0f}s, whole test "
+          f"{time.time() - started:.0f}s")
