@@ -64,14 +64,11 @@ Options:
 
 Environment:
   SPARK_SUBMIT          spark-submit to use (default: spark-submit on PATH, else .venv/bin)
-  DELTA_SPARK=1         tables through delta-spark: sets KAFKA_HEALTH__DELTA__ENGINE=delta-spark
-                        and the Delta SQL extension + catalog confs. The Delta jars must be on
-                        the cluster classpath, or name them: DELTA_SPARK_PACKAGE=io.delta:...
-                        NOT YET SUPPORTED by the job (it stops at start with a config error);
-                        the default delta-rs writes the same tables to any shared path.
-  KAFKA_SOURCE=spark    Spark's own kafka source: sets KAFKA_HEALTH__SOURCE__ENGINE=spark.
-                        spark-sql-kafka must be on the classpath, or name it:
-                        KAFKA_SOURCE_PACKAGE=org.apache.spark:spark-sql-kafka-0-10_2.13:<spark version>
+  DELTA_SPARK=1         tables through delta-spark (KAFKA_HEALTH__DELTA__ENGINE=delta-spark).
+  KAFKA_SOURCE=spark    Spark's own kafka source (KAFKA_HEALTH__SOURCE__ENGINE=spark).
+                        The jars either needs (delta-spark, spark-sql-kafka; hadoop-aws for an
+                        s3a:// checkpoint or tables) are the ones `bash deploy/bootstrap.sh`
+                        resolved with Maven from deploy/jvm/pom.xml; they go with --jars.
   KAFKA_HEALTH_PYTHON   local Python used to read the config (default: .venv/bin/python)
 
 Restarts: on YARN the defaults add spark.yarn.maxAppAttempts=4 with a 1h validity window;
@@ -82,8 +79,7 @@ you do submit to k8s from here, local files need
 
 Examples:
   deploy/spark-submit.sh --config prod.yaml --master yarn -- --num-executors 3 --queue streaming
-  DELTA_SPARK=1 DELTA_SPARK_PACKAGE=io.delta:delta-spark_2.13:4.0.0 \
-    deploy/spark-submit.sh --config prod.yaml --master yarn
+  DELTA_SPARK=1 deploy/spark-submit.sh --config prod.yaml --master yarn
   deploy/spark-submit.sh --config dev.yaml --master spark://spark-master:7077   # client mode
 EOF
 }
@@ -143,17 +139,11 @@ if [ "$DEPLOY_MODE" = cluster ] && [ "$KIND" != yarn ] && [ "$KIND" != k8s ]; th
 fi
 
 # Feature switches -> job config overrides (forwarded to the driver below).
-SUBMIT_CONFS=()
-PACKAGES=()
 if [ "${DELTA_SPARK:-0}" = 1 ]; then
     export KAFKA_HEALTH__DELTA__ENGINE=delta-spark
-    SUBMIT_CONFS+=(--conf spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension
-                   --conf spark.sql.catalog.spark_catalog=org.apache.spark.sql.delta.catalog.DeltaCatalog)
-    if [ -n "${DELTA_SPARK_PACKAGE:-}" ]; then PACKAGES+=("$DELTA_SPARK_PACKAGE"); fi
 fi
 if [ "${KAFKA_SOURCE:-python}" = spark ]; then
     export KAFKA_HEALTH__SOURCE__ENGINE=spark
-    if [ -n "${KAFKA_SOURCE_PACKAGE:-}" ]; then PACKAGES+=("$KAFKA_SOURCE_PACKAGE"); fi
 elif [ "${KAFKA_SOURCE:-python}" != python ]; then
     die "KAFKA_SOURCE must be python (default) or spark, not $KAFKA_SOURCE"
 fi
@@ -171,13 +161,17 @@ done < <(PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}" "$LOCAL_PY" - "$CONFIG" <
 import sys
 
 from streaming.config import ConfigError, load_config
+from streaming.runtime.jvm import JvmError
+from streaming.runtime.jvm_jars import session_jars
 
 try:
     c = load_config(sys.argv[1])
-except ConfigError as err:
+    jars = session_jars(c)
+except (ConfigError, JvmError) as err:
     print(f"config error: {err}", file=sys.stderr)
     sys.exit(2)
 for key, value in {
+    "jars": ",".join(jars),
     "checkpoint": c.spark.checkpoint, "delta_path": c.delta.path, "app_name": c.spark.app_name,
     "delta_engine": c.delta.engine, "source_engine": c.source.engine,
     "exporter_enabled": c.exporter.enabled, "exporter_bind": c.exporter.bind,
@@ -265,7 +259,14 @@ esac
 SUBMIT="${SPARK_SUBMIT:-}"
 if [ -z "$SUBMIT" ]; then
     if command -v spark-submit >/dev/null 2>&1; then SUBMIT=spark-submit
-    elif [ -x "$REPO/.venv/bin/spark-submit" ]; then SUBMIT="$REPO/.venv/bin/spark-submit"
+    elif [ -x "$REPO/.venv/bin/spark-submit" ]; then
+        SUBMIT="$REPO/.venv/bin/spark-submit"
+        # pip's spark-submit looks for pyspark with whatever python3 is on PATH, which need
+        # not be the venv's: name its Spark home.
+        if [ -z "${SPARK_HOME:-}" ]; then
+            SPARK_HOME="$("$LOCAL_PY" -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')"
+            export SPARK_HOME
+        fi
     else SUBMIT=spark-submit; fi
 fi
 
@@ -280,10 +281,9 @@ CMD=("$SUBMIT"
      --conf "spark.pyspark.driver.python=$PY_DRIVER"
      --conf spark.sql.streaming.stopGracefullyOnShutdown=true
      "${ENV_CONFS[@]}"
-     "${RUNTIME_CONFS[@]}"
-     "${SUBMIT_CONFS[@]}")
-if [ "${#PACKAGES[@]}" -gt 0 ]; then
-    CMD+=(--packages "$(IFS=,; echo "${PACKAGES[*]}")")
+     "${RUNTIME_CONFS[@]}")
+if [ -n "${CFG[jars]:-}" ]; then
+    CMD+=(--jars "${CFG[jars]}")   # the Maven-resolved components the config needs
 fi
 CMD+=("${PASSTHROUGH[@]}" "$REPO/deploy/spark_main.py" --config "$MAIN_CONFIG")
 
