@@ -368,6 +368,7 @@ def test_spark_submit_dry_run_yarn_cluster(tmp_path: Path) -> None:
                  "spark.yarn.appMasterEnv.KAFKA_HEALTH__SOURCE__BOOTSTRAP_SERVERS=k1:9093",
                  "--num-executors 3", "deploy/spark_main.py --config kafka-health.yaml"):
         assert part in cmd, part
+    assert "spark-sql-kafka-0-10_" in cmd.split("--jars ", 1)[1].split(" ", 1)[0]
     build = Path(re.search(r"artifacts kept in (\S+)", out.stderr).group(1))
     with zipfile.ZipFile(build / "kafka_health.zip") as z:
         names = z.namelist()
