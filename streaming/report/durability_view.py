@@ -25,8 +25,9 @@ def read_open_findings(delta_root: str | Path, cluster: str | None = None) -> Ta
     first; one row per finding_id."""
     read = read_table(delta_root, "durability_audit", columns=COLUMNS,
                       filter=pads.field("resolved_at").is_null(), cluster=cluster,
-                      window_text="open (resolved_at null)" + (f" for cluster {cluster}"
-                                                                if cluster else ""))
+                      window_text="that are open (resolved_at null)"
+                      + (f" for cluster {cluster}" if cluster else "")
+                      + ": the audit finds nothing to fix")
     if read.ok:
         frame = read.frame.sort_values("updated_at", kind="stable").drop_duplicates(
             "finding_id", keep="last")
