@@ -21,9 +21,9 @@ TABLES = ("bronze", "quarantine", "broker_signals", "cluster_signals", "incident
 def open_tables(delta_root: str, app_id: str,
                 storage_options: Mapping[str, str] | None = None,
                 engine: str = "delta-rs") -> dict[str, DeltaSink]:
-    """Every table of the job, created when missing, writing in transactions of `app_id`
-    with `engine` (delta.engine); `storage_options` reach a remote root for delta-rs
-    (delta.storage_options with its secrets)."""
+    """Every table of the job (the pipeline's created when missing, the pollers' never),
+    writing in transactions of `app_id` with `engine` (delta.engine); `storage_options`
+    reach a remote root for delta-rs (delta.storage_options with its secrets)."""
     tables = {name: open_table(engine, delta_root, name, app_id, storage_options)
               for name in TABLES}
     for name, table in tables.items():
