@@ -105,6 +105,21 @@ def _truthy(value: str | None) -> bool:
     return value is not None and value.strip().lower() in ("1", "true", "yes", "on")
 
 
+def _s3_credentials(options: Mapping[str, str]) -> dict[str, str]:
+    """The keys, session token and region set in delta-rs-style storage options, by
+    pyarrow's S3FileSystem argument names (s3a_hadoop_conf renames them for S3A)."""
+    found = {key: _option(options, *names)
+             for key, names in (("access_key", ("access_key_id",)),
+                                ("secret_key", ("secret_access_key",)),
+                                ("session_token", ("session_token", "token")),
+                                ("region", ("region", "default_region")))}
+    return {key: value for key, value in found.items() if value}
+
+
+S3A_CREDENTIALS = {"access_key": "fs.s3a.access.key", "secret_key": "fs.s3a.secret.key",
+                   "session_token": "fs.s3a.session.token", "region": "fs.s3a.endpoint.region"}
+
+
 def s3_filesystem(options: Mapping[str, str]) -> pafs.S3FileSystem:
     """A pyarrow S3 file system from delta-rs-style storage options (endpoint, keys,
     session token, region, allow_http, virtual_hosted_style_request); keys not named here
@@ -119,13 +134,7 @@ def s3_filesystem(options: Mapping[str, str]) -> pafs.S3FileSystem:
         kwargs["endpoint_override"] = endpoint.rstrip("/")
     if _truthy(_option(options, "allow_http")) and "scheme" not in kwargs:
         kwargs["scheme"] = "http"
-    for key, names in (("access_key", ("access_key_id",)),
-                       ("secret_key", ("secret_access_key",)),
-                       ("session_token", ("session_token", "token")),
-                       ("region", ("region", "default_region"))):
-        value = _option(options, *names)
-        if value:
-            kwargs[key] = value
+    kwargs.update(_s3_credentials(options))
     if _truthy(_option(options, "virtual_hosted_style_request")):
         kwargs["force_virtual_addressing"] = True
     return pafs.S3FileSystem(**kwargs)
@@ -145,13 +154,8 @@ def s3a_hadoop_conf(options: Mapping[str, str]) -> dict[str, str]:
             not _truthy(_option(options, "virtual_hosted_style_request"))).lower()
         if endpoint.lower().startswith("http://") or _truthy(_option(options, "allow_http")):
             conf["fs.s3a.connection.ssl.enabled"] = "false"
-    for key, names in (("fs.s3a.access.key", ("access_key_id",)),
-                       ("fs.s3a.secret.key", ("secret_access_key",)),
-                       ("fs.s3a.session.token", ("session_token", "token")),
-                       ("fs.s3a.endpoint.region", ("region", "default_region"))):
-        value = _option(options, *names)
-        if value:
-            conf[key] = value
+    conf.update({S3A_CREDENTIALS[key]: value
+                 for key, value in _s3_credentials(options).items()})
     if "fs.s3a.session.token" in conf:
         conf["fs.s3a.aws.credentials.provider"] = (
             "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider")
