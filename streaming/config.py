@@ -16,7 +16,7 @@ from typing import Any, get_args, get_origin, get_type_hints
 
 import yaml
 
-from streaming.locations import join
+from streaming.locations import join, scheme
 from streaming.redact import redact_tree
 
 ENV_PREFIX = "KAFKA_HEALTH__"
@@ -282,15 +282,15 @@ class DeltaConfig:
         if not self.retention_every_seconds > 0 or self.vacuum_retain_hours < 0:
             raise ConfigError(f"{path}.retention_every_seconds must be > 0 and "
                               f"{path}.vacuum_retain_hours >= 0")
-        if self.engine == "delta-spark":
-            # Refused rather than silently written with delta-rs: the job has no delta-spark
-            # sink yet (its jars are resolved: deploy/jvm's delta component).
+        if self.engine not in ("delta-rs", "delta-spark"):
             raise ConfigError(
-                f"{path}.engine: 'delta-spark' is not available in this build; use 'delta-rs' "
-                "(the default), which writes the same Delta tables from the driver to any path "
-                "it reaches: local disk, NFS, s3://, abfss://, gs://")
-        if self.engine != "delta-rs":
-            raise ConfigError(f"{path}.engine: {self.engine!r} is not valid; use 'delta-rs'")
+                f"{path}.engine: {self.engine!r} is not valid; use 'delta-rs' (the default: "
+                "the driver writes, with delta.storage_options) or 'delta-spark' (Spark's "
+                "executors write, through Spark's Hadoop file systems)")
+        if self.engine == "delta-spark" and scheme(self.path) == "s3":
+            # Hadoop has no s3:// file system; its S3 connector is s3a://
+            raise ConfigError(f"{path}.path: delta-spark writes through Hadoop, which reads "
+                              f"S3 as s3a://, not s3://: use {'s3a' + self.path[2:]!r}")
 
     def storage(self) -> dict[str, str]:
         """delta-rs storage options with secrets resolved; never log the result."""

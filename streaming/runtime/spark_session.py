@@ -13,6 +13,16 @@ from streaming.locations import s3a_hadoop_conf, scheme
 from streaming.logsetup import SPARK_LEVEL_ENV
 from streaming.runtime.jvm_jars import session_jars
 
+# delta.engine delta-spark (streaming/sinks/delta_spark.py): Delta's SQL extension (MERGE,
+# OPTIMIZE, VACUUM, idempotent DML) and catalog, both read once when the session starts;
+# timestamps written as INT64 microseconds, the type delta-rs writes and reads, instead of
+# Spark's default INT96, so the tables' files are the same whichever engine wrote them.
+DELTA_SPARK_CONF = {
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+    "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+}
+
 
 def build_spark(config: Config) -> SparkSession:
     # Python workers must run this interpreter (the venv with pyarrow and this package).
@@ -68,7 +78,10 @@ def spark_conf(config: Config) -> dict[str, str]:
         # loop, and its C2 compiler costs more than it buys: over a long catch-up it takes
         # a large share of the JVM's CPU and is still compiling at the end, so the JVM runs
         # C1 only, which also lowers produced -> gauge latency under steady load. Spark's
-        # own kafka source parses and converts in the JVM and keeps C2.
+        # own kafka source parses and converts in the JVM and keeps C2, and so does
+        # delta-spark, whose MERGEs, OPTIMIZE and VACUUM plan and run there: a C1-only
+        # JVM gets a 48 MB code cache, which Spark's and Delta's compiled code fills, and
+        # then stops compiling for good (everything after runs interpreted).
         # 4 MB G1 regions: a packed blob of 10k decoded rows (~1.6 MB) is then below half a
         # region, not a humongous object allocated straight into the old generation (with
         # the 1 MB regions of a 1 GB heap such objects start G1 concurrent marking cycles
@@ -80,13 +93,16 @@ def spark_conf(config: Config) -> dict[str, str]:
         # The young generation fixed at a quarter of it: G1's own sizing grows it towards
         # 60 % and touches it all, which raises the JVM's RSS for no gain in throughput.
         memory = {**defaults, **config.spark.conf}["spark.driver.memory"]
+        c1_only = "-XX:TieredStopAtLevel=1 " if config.delta.engine == "delta-rs" else ""
         defaults["spark.driver.extraJavaOptions"] = (
-            f"-XX:TieredStopAtLevel=1 -XX:G1HeapRegionSize=4m -Xms{memory} "
+            f"{c1_only}-XX:G1HeapRegionSize=4m -Xms{memory} "
             "-XX:+UnlockExperimentalVMOptions -XX:G1NewSizePercent=25 -XX:G1MaxNewSizePercent=25")
     if "s3a" in (scheme(config.spark.checkpoint), scheme(config.delta.path)):
         # Spark's checkpoint (and delta-spark) reach the store through S3A: the same
         # endpoint and keys as delta-rs (delta.storage_options); spark.conf still wins.
         defaults.update(s3a_hadoop_conf(config.delta.storage()))
+    if config.delta.engine == "delta-spark":
+        defaults.update(DELTA_SPARK_CONF)
     merged = {**defaults, **config.spark.conf}
     # The JVM components the config asks for (Spark's kafka source, delta-spark, S3A),
     # resolved by Maven into the cache; a user's own spark.jars come after them.

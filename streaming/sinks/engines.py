@@ -10,9 +10,14 @@ from streaming.sinks.base import DeltaSink
 def open_table(engine: str, root: str, name: str, app_id: str,
                storage_options: Mapping[str, str] | None = None) -> DeltaSink:
     """Table `name` under `root`, written in the transactions of `app_id`: with delta-rs
-    from the driver (`storage_options` reach a remote root)."""
+    from the driver (`storage_options` reach a remote root), or with delta-spark through
+    the running Spark session (whose `spark.hadoop.*` settings reach it)."""
     if engine == "delta-rs":
         from streaming.sinks.delta_rs import DeltaRsTable
 
         return DeltaRsTable(root, name, app_id, storage_options)
-    raise ValueError(f"unknown delta.engine {engine!r}: 'delta-rs'")
+    if engine == "delta-spark":
+        from streaming.sinks.delta_spark import DeltaSparkTable  # imports pyspark and delta
+
+        return DeltaSparkTable(root, name, app_id)
+    raise ValueError(f"unknown delta.engine {engine!r}: 'delta-rs' or 'delta-spark'")

@@ -345,11 +345,15 @@ def _dry_run(tmp_path: Path, *args: str, env: dict[str, str] | None = None,
                                **(env or {})})
 
 
-def test_spark_submit_refuses_delta_spark_before_submitting(tmp_path: Path) -> None:
-    """No delta-spark sink yet: asking for it must stop at submit time, not write elsewhere."""
+def test_spark_submit_delta_spark_tells_the_driver_and_ships_the_delta_jars(tmp_path: Path) -> None:
+    """DELTA_SPARK=1: the driver's config says delta-spark (its session then adds Delta's
+    extension and catalog) and the delta component's jars go with --jars."""
     out = _dry_run(tmp_path, "--master", "yarn", env={"DELTA_SPARK": "1"})
-    assert out.returncode != 0
-    assert "delta.engine: 'delta-spark' is not available" in out.stderr
+    assert out.returncode == 0, out.stderr
+    cmd = out.stdout.replace("\\", "")  # printf %q escapes
+    assert "spark.yarn.appMasterEnv.KAFKA_HEALTH__DELTA__ENGINE=delta-spark" in cmd
+    jars = cmd.split("--jars ", 1)[1].split(" ", 1)[0].split(",")
+    assert any(Path(jar).name.startswith("delta-spark_") for jar in jars), jars
 
 
 def test_spark_submit_dry_run_yarn_cluster(tmp_path: Path) -> None:

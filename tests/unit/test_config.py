@@ -145,3 +145,16 @@ def test_metadata_from_the_environment(tmp_path):
         "KAFKA_HEALTH__METADATA__CLUSTERS": '{"demo": {"bootstrap_servers": "127.0.0.1:9092"}}'})
     assert config.metadata.interval_seconds == 5.0
     assert config.metadata.polled()["demo"].bootstrap_servers == "127.0.0.1:9092"
+
+
+def test_delta_engine_is_delta_rs_or_delta_spark(tmp_path):
+    assert load_config(None, environ={}).delta.engine == "delta-rs"
+    chosen = load_config(write(tmp_path, "delta: {engine: delta-spark, path: s3a://b/kh}\n"),
+                         environ={})
+    assert chosen.delta.engine == "delta-spark"
+    with pytest.raises(ConfigError, match=r"delta.engine: 'spark' is not valid; use 'delta-rs'"):
+        load_config(write(tmp_path, "delta: {engine: spark}\n"), environ={})
+    # Hadoop, which delta-spark writes through, names S3 s3a://
+    with pytest.raises(ConfigError, match=r"delta.path: .* use 's3a://b/kh'"):
+        load_config(write(tmp_path, "delta: {engine: delta-spark, path: s3://b/kh}\n"),
+                    environ={})

@@ -7,9 +7,7 @@ import re
 import subprocess
 from pathlib import Path
 
-import pytest
-
-from streaming.config import ConfigError, load_config
+from streaming.config import load_config
 from streaming.pipeline.tables import TABLES
 from streaming.source.kafka_python import READER_PREFETCH_KBYTES
 
@@ -51,16 +49,18 @@ def test_readme_names_every_table_the_job_writes() -> None:
     assert not missing, f"README's table list lacks {missing}"
 
 
-def test_readme_says_delta_spark_is_refused_as_the_config_does(tmp_path: Path) -> None:
+def test_readme_describes_both_delta_engines_the_config_accepts(tmp_path: Path) -> None:
     path = tmp_path / "c.yaml"
-    path.write_text("delta: {engine: delta-spark}\n")
-    with pytest.raises(ConfigError, match="not available"):
-        load_config(path, environ={})
+    for engine in ("delta-rs", "delta-spark"):
+        path.write_text(f"delta: {{engine: {engine}}}\n")
+        assert load_config(path, environ={}).delta.engine == engine
     text = README.read_text()
+    bullet = text[text.index("- `delta.engine`"):].split("\n- ", 1)[0]
+    assert "`delta-rs` (default)" in bullet and "`delta-spark`" in bullet
     mentions = [m.start() for m in re.finditer("DELTA_SPARK=1", text)]
     assert mentions, "README's Deployment section should say what DELTA_SPARK=1 does"
     for at in mentions:
-        assert "refuse" in text[at - 200:at + 300], "README must say delta-spark is refused"
+        assert "delta-spark" in text[at:at + 200], "README must say DELTA_SPARK=1 is delta-spark"
 
 
 def test_user_facing_files_cite_nothing_a_user_does_not_have() -> None:

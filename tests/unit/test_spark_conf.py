@@ -7,7 +7,7 @@ import json
 import pytest
 
 from streaming.config import load_config
-from streaming.runtime.spark_session import spark_conf
+from streaming.runtime.spark_session import DELTA_SPARK_CONF, spark_conf
 
 MANAGER = "spark.sql.streaming.checkpointFileManagerClass"
 
@@ -41,3 +41,16 @@ def test_the_driver_heap_starts_at_its_cap(memory):
     assert f"-Xms{conf['spark.driver.memory']}" in options
     assert [o for o in options if o.startswith("-Xms")] == [f"-Xms{memory or '1g'}"]
     assert not [o for o in options if o.startswith(("-Xmn", "-XX:NewSize", "-XX:MaxNewSize"))]
+
+
+def test_delta_spark_gets_deltas_extension_catalog_int64_timestamps_and_c2(monkeypatch):
+    """Delta's SQL extension and catalog only with delta-spark; its Spark-written files
+    store timestamps as delta-rs does; its JVM keeps C2 (a C1-only code cache fills up)."""
+    monkeypatch.setattr("streaming.runtime.spark_session.session_jars", lambda config: [])
+    delta = spark_conf(load_config(None, environ={"KAFKA_HEALTH__DELTA__ENGINE": "delta-spark"}))
+    assert {key: delta.get(key) for key in DELTA_SPARK_CONF} == DELTA_SPARK_CONF
+    assert delta["spark.sql.parquet.outputTimestampType"] == "TIMESTAMP_MICROS"
+    assert "TieredStopAtLevel" not in delta["spark.driver.extraJavaOptions"]
+    rs = spark_conf(load_config(None, environ={}))
+    assert not set(DELTA_SPARK_CONF) & set(rs)
+    assert "-XX:TieredStopAtLevel=1" in rs["spark.driver.extraJavaOptions"].split()
