@@ -12,6 +12,10 @@ fleet model: broker-level MBeans and per-partition NumLogSegments, keyed cluster
 
     .venv/bin/python tests/benchmarks/bench_pipeline.py --messages 2000000
 Writes tests/benchmarks/results/pipeline.json; prints the figures last.
+
+    .venv/bin/python tests/benchmarks/bench_pipeline.py --engines --messages 1000000
+runs (2) once per source.engine x delta.engine pair instead, side by side in one run, into
+tests/benchmarks/results/pipeline-engines.json.
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ if str(REPO) not in sys.path:
 from tests.benchmarks.proctree import tree_cpu_seconds  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "pipeline.json"
+ENGINE_RESULTS = RESULTS.with_name("pipeline-engines.json")
 PARTITIONS = 3
 
 
@@ -168,10 +173,12 @@ def records_in(progress: Any) -> int:
 def full_job(bootstrap: str, topic: str, total: int, cap: int,
              environ: dict[str, str] | None = None,
              observe: Callable[[], Any] | None = None,
-             trigger_seconds: float = 0.0) -> dict[str, Any]:
+             trigger_seconds: float = 0.0, spark: Any = None) -> dict[str, Any]:
     """The job in this process until `total` records are processed. `environ` adds config
     overrides (e.g. spark.master); `observe` runs once at the end while the query is still
-    up, its result stored under "observed".
+    up, its result stored under "observed". `spark` is a session to run in and leave
+    running (the engine comparison's, which has every engine's jars); without it the job
+    builds its own and stops it at the end.
 
     `trigger_seconds` 0 (Spark's default trigger: the next batch as soon as one ends) lifts
     the job's rate limit, `cap` records per trigger: with the job's 1 s trigger a batch that
@@ -193,7 +200,7 @@ def full_job(bootstrap: str, topic: str, total: int, cap: int,
         "KAFKA_HEALTH__QUALITY__MAX_TIMESTAMP_SKEW_SECONDS": str(10 ** 9),
         **(environ or {}),
     })
-    job = Job(config, exporter=Exporter(), printer=print)
+    job = Job(config, spark=spark, exporter=Exporter(), printer=print)
     job.start()
     try:
         batches = []
@@ -209,7 +216,8 @@ def full_job(bootstrap: str, topic: str, total: int, cap: int,
         observed = observe() if observe is not None else None
     finally:
         job.stop()  # waits for the last batch's signals
-        job.spark.stop()
+        if spark is None:
+            job.spark.stop()
     first_end, last_end = batches[0][0][1], batches[-1][0][1]
     measured = [{**done.timings, **done.signal_timings} for done in job.processor.finished
                 if batches[0][0][0] < done.batch_id <= batches[-1][0][0]]
@@ -233,6 +241,32 @@ def full_job(bootstrap: str, topic: str, total: int, cap: int,
     return result
 
 
+ENGINE_PAIRS = [(source, sink) for source in ("python", "spark")
+                for sink in ("delta-rs", "delta-spark")]
+
+
+def engine_pairs(bootstrap: str, topic: str, total: int, cap: int,
+                 trigger_seconds: float) -> dict[str, Any]:
+    """The full job once per source.engine x delta.engine pair over the same topic, in one
+    Spark session built with every pair's jars (a JVM takes spark.jars only at its start),
+    so the pairs differ by their engines alone. The pairs run one after another; the order
+    is fixed, python x delta-rs first, so a warm-up advantage goes to the baseline."""
+    from streaming.config import load_config
+    from streaming.runtime.spark_session import build_spark
+
+    every = {"KAFKA_HEALTH__SOURCE__ENGINE": "spark", "KAFKA_HEALTH__DELTA__ENGINE": "delta-spark"}
+    spark = build_spark(load_config(None, environ={
+        "KAFKA_HEALTH__SOURCE__BOOTSTRAP_SERVERS": bootstrap, **every}))
+    try:
+        return {f"{source} x {sink}": full_job(
+                    bootstrap, topic, total, cap, trigger_seconds=trigger_seconds, spark=spark,
+                    environ={"KAFKA_HEALTH__SOURCE__ENGINE": source,
+                             "KAFKA_HEALTH__DELTA__ENGINE": sink})
+                for source, sink in ENGINE_PAIRS}
+    finally:
+        spark.stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=2_000_000)
@@ -241,7 +275,14 @@ def main() -> None:
     parser.add_argument("--trigger-seconds", type=float, default=0.0,
                         help="spark.trigger_seconds; 0 (default) runs batches back to back so "
                              "that cap/trigger, the job's rate limit, does not cap the figure")
+    parser.add_argument("--engines", action="store_true",
+                        help="instead of the default job: the job once per source.engine x "
+                             "delta.engine pair (python/spark x delta-rs/delta-spark) in one "
+                             "session; writes results/pipeline-engines.json")
     args = parser.parse_args()
+    if args.engines:
+        compare_engines(args)
+        return
     start = time.time() - 3600
     with metrics_cluster() as broker:
         topic = "bench-metrics"
@@ -267,6 +308,28 @@ def main() -> None:
           f"({result['ratio']:.0%} of raw); the job's process tree used "
           f"{job['cpu_us_per_sample']['total']:.2f} CPU us a sample, {job['cores_busy']:.2f} "
           f"of {os.cpu_count()} cores")
+
+
+def compare_engines(args: argparse.Namespace) -> None:
+    start = time.time() - 3600
+    with metrics_cluster() as broker:
+        topic = "bench-metrics"
+        create_topic(broker.bootstrap, topic, partitions=PARTITIONS)
+        size = prefill(broker.bootstrap, topic, single_sample_stream(args.messages, start))
+        raw = raw_limit(broker.bootstrap, topic, args.messages)
+        pairs = engine_pairs(broker.bootstrap, topic, args.messages, args.cap,
+                             args.trigger_seconds)
+    result = {"messages": args.messages, "message_bytes_avg": size, "cap": args.cap,
+              "raw": raw, "pairs": pairs}
+    ENGINE_RESULTS.write_text(json.dumps(result, indent=2))
+    print(f"{args.messages} single-sample Jolokia messages, {size:.0f} B each, "
+          f"{args.cap} a batch; raw consume+decode {raw['samples_per_s']:,.0f} samples/s")
+    for name, job in pairs.items():
+        steps = sorted(job["step_seconds"].items(), key=lambda kv: -kv[1])[:3]
+        print(f"  {name:24} {job['samples_per_s']:>9,.0f} samples/s "
+              f"({job['samples_per_s'] / raw['samples_per_s']:.0%} of raw), "
+              f"{job['cpu_us_per_sample']['total']:.2f} CPU us a sample; slowest steps "
+              + ", ".join(f"{k} {v:.1f}s" for k, v in steps))
 
 
 if __name__ == "__main__":

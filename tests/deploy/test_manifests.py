@@ -338,7 +338,10 @@ def _dry_run(tmp_path: Path, *args: str, env: dict[str, str] | None = None,
     path = tmp_path / "prod.yaml"
     path.write_text(config if config is not None else
                     "spark: {checkpoint: s3a://b/kh/checkpoint}\ndelta: {path: abfss://c@a.dfs.core.windows.net/kh}\n")
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("KAFKA_HEALTH")}
+    # without what this process's own Spark sessions may have set (build_spark sets
+    # PYSPARK_PYTHON), so the dry run sees the environment a user's shell would give it
+    clean = {k: v for k, v in os.environ.items()
+             if not k.startswith("KAFKA_HEALTH") and k != "PYSPARK_PYTHON"}
     return subprocess.run(["bash", str(SUBMIT), "--config", str(path), "--dry-run", *args],
                           capture_output=True, text=True, timeout=60,
                           env={**clean, "TMPDIR": str(tmp_path), "KAFKA_HEALTH_PYTHON": sys.executable,
