@@ -42,6 +42,12 @@ _CODES = {
 # When a request only timed out, an error the client reported meanwhile says why better
 # (a refused connection or a failed SASL handshake surfaces as a timeout of the request).
 _SHARPER = (UNAUTHORIZED, UNREACHABLE)
+# The classes an error the client reported can sharpen. A transport failure is one of them:
+# a broker that refuses the login (wrong password, unknown user) closes the connection, and
+# librdkafka fails the request with _TRANSPORT while its error callback carries the cause,
+# _AUTHENTICATION (seen on a real SASL/PLAIN broker, tests/real_kafka/
+# test_metadata_unauthorized.py). The fix then is the credentials, not the network.
+_VAGUE = (TIMEOUT, ERROR, UNREACHABLE)
 
 
 def kafka_error(exc: BaseException) -> KafkaError | None:
@@ -59,14 +65,15 @@ def code_class(code: int) -> str:
 
 def classify(exc: BaseException, reported: Iterable[KafkaError] = ()) -> str:
     """The error class of a failed poll: from the exception's Kafka error code, sharpened
-    by the errors the client `reported` during the poll when the request only timed out.
-    (A client that cannot be built at all is `misconfigured`: the poller knows that
-    case, since it is where the exception came from.)"""
+    by the errors the client `reported` during the poll when the request only timed out
+    or failed in transport (an authentication failure the client reported is then the
+    cause). (A client that cannot be built at all is `misconfigured`: the poller knows
+    that case, since it is where the exception came from.)"""
     error = kafka_error(exc)
     if error is None:
         return ERROR
     found = code_class(error.code())
-    if found in (TIMEOUT, ERROR):
+    if found in _VAGUE:
         hints = {code_class(e.code()) for e in reported}
         found = next((c for c in _SHARPER if c in hints), found)
     return found

@@ -6,6 +6,10 @@ and jmx_exporter Java agents attached); `KafkaCluster(size=1, agents=False)` is 
 `kafka.tools.StorageTool`; every process is started in its own session and stopped at
 interpreter exit.
 
+`KafkaCluster(..., sasl=SaslPlain(...))` secures a cluster: SASL/PLAIN on every listener
+and ACLs enforced by KRaft's StandardAuthorizer, for the tests of what a client without
+the rights sees (tests/real_kafka/test_metadata_unauthorized.py).
+
 TEST-BED SETTINGS (never copy them to production): faults show within seconds instead of
 Kafka's defaults of tens of seconds: `replica.lag.time.max.ms` 3 s (default 30 s), broker
 session timeout 6 s (default 9 s), controller election timeout 1 s, 1 MiB segments, and
@@ -25,9 +29,10 @@ import subprocess
 import tempfile
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 from streaming.runtime.jvm import agent_jar, classpath, java
 
@@ -73,6 +78,55 @@ class KafkaError(RuntimeError):
     """A node did not start or stop as asked; the message names its log file."""
 
 
+@dataclass(frozen=True)
+class SaslPlain:
+    """SASL/PLAIN authentication on every listener of a cluster, with ACLs enforced.
+
+    Why every listener, the controller's too: with an authorizer, a combined node's broker
+    registers and heartbeats over the controller listener, and those requests need
+    ClusterAction; over PLAINTEXT they would come from User:ANONYMOUS. Here they come from
+    the super user, as inter-broker requests do, and every other user has only the ACLs a
+    test creates (none at first: `allow.everyone.if.no.acl.found` stays false).
+
+    PLAIN keeps the users in the JAAS settings of the listeners (no SCRAM credentials to
+    bootstrap into the metadata log at format time). The passwords are written to the
+    nodes' server.properties: a test bed's, in its temporary directory, nowhere else.
+    """
+
+    users: Mapping[str, str] = field(repr=False)  # user name -> password
+    super_user: str = "admin"
+    mechanism: ClassVar[str] = "PLAIN"
+    authorizer: ClassVar[str] = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+
+    def __post_init__(self) -> None:
+        if self.super_user not in self.users:
+            raise ValueError(f"super user {self.super_user!r} needs a password in `users`")
+
+    def broker_settings(self, listeners: Iterable[str]) -> dict[str, str]:
+        """server.properties entries: the mechanism, each listener's JAAS (the super user
+        as the node's own identity, every user as an accepted login), the authorizer."""
+        accepted = " ".join(f'user_{name}="{pw}"' for name, pw in self.users.items())
+        jaas = ("org.apache.kafka.common.security.plain.PlainLoginModule required "
+                f'username="{self.super_user}" password="{self.users[self.super_user]}" '
+                f"{accepted};")
+        return {
+            "sasl.enabled.mechanisms": self.mechanism,
+            "sasl.mechanism.inter.broker.protocol": self.mechanism,
+            "sasl.mechanism.controller.protocol": self.mechanism,
+            **{f"listener.name.{name.lower()}.{self.mechanism.lower()}.sasl.jaas.config": jaas
+               for name in listeners},
+            "authorizer.class.name": self.authorizer,
+            "super.users": f"User:{self.super_user}",
+            "allow.everyone.if.no.acl.found": "false",
+        }
+
+    def client_settings(self, user: str | None = None) -> dict[str, str]:
+        """librdkafka settings that log in as `user` (the super user by default)."""
+        user = user or self.super_user
+        return {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": self.mechanism,
+                "sasl.username": user, "sasl.password": self.users[user]}
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -103,6 +157,7 @@ class KafkaNode:
     controller_port: int = field(default_factory=free_port)
     jolokia_port: int | None = None
     jmx_exporter_port: int | None = None
+    sasl: SaslPlain | None = None
     process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -130,7 +185,10 @@ class KafkaNode:
         return self.process is not None and self.process.poll() is None
 
     def write_config(self, voters: str, settings: dict[str, str]) -> Path:
-        listeners = f"PLAINTEXT://127.0.0.1:{self.port}"
+        # The client listener is named after its protocol; with `sasl` the controller's
+        # listener authenticates too (see SaslPlain).
+        protocol = "SASL_PLAINTEXT" if self.sasl else "PLAINTEXT"
+        listeners = f"{protocol}://127.0.0.1:{self.port}"
         if "controller" in self.roles:
             listeners += f",CONTROLLER://127.0.0.1:{self.controller_port}"
         props = {
@@ -138,11 +196,12 @@ class KafkaNode:
             "node.id": str(self.node_id),
             "controller.quorum.voters": voters,
             "listeners": listeners,
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "advertised.listeners": f"{protocol}://127.0.0.1:{self.port}",
             "controller.listener.names": "CONTROLLER",
-            "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "inter.broker.listener.name": protocol,
+            "listener.security.protocol.map": f"CONTROLLER:{protocol},{protocol}:{protocol}",
             "log.dirs": str(self.directory / "data"),
+            **(self.sasl.broker_settings([protocol, "CONTROLLER"]) if self.sasl else {}),
             **settings,
         }
         path = self.directory / "server.properties"
@@ -216,7 +275,8 @@ class KafkaNode:
 class KafkaCluster:
     """`size` KRaft nodes in combined broker+controller mode (ids 1..size) and
     `broker_only` nodes that are brokers alone (ids after them), on loopback; a context
-    manager.
+    manager. With `sasl` every listener needs a SASL/PLAIN login and ACLs are enforced;
+    `client_config()` holds the settings of a client that logs in.
 
     The broker-only nodes are where faults that take two brokers down belong: with three
     combined nodes, a second stopped broker is also a second lost controller voter, the
@@ -229,8 +289,9 @@ class KafkaCluster:
 
     def __init__(self, size: int = 3, directory: str | Path | None = None, agents: bool = True,
                  settings: dict[str, str] | None = None, name: str = "watched",
-                 broker_only: int = 0) -> None:
+                 broker_only: int = 0, sasl: SaslPlain | None = None) -> None:
         self.name = name
+        self.sasl = sasl
         self._tmp = None if directory else tempfile.mkdtemp(prefix=f"kafka-health-{name}-")
         self.directory = Path(directory or self._tmp or "")
         self.cluster_id = _cluster_id()
@@ -251,13 +312,19 @@ class KafkaCluster:
             KafkaNode(node_id=i, directory=self.directory / f"node-{i}",
                       roles="broker,controller" if i <= size else "broker",
                       jolokia_port=free_port() if agents else None,
-                      jmx_exporter_port=free_port() if agents else None)
+                      jmx_exporter_port=free_port() if agents else None, sasl=sasl)
             for i in range(1, size + broker_only + 1)
         ]
 
     @property
     def bootstrap(self) -> str:
         return ",".join(node.bootstrap for node in self.nodes)
+
+    def client_config(self, user: str | None = None) -> dict[str, str]:
+        """librdkafka settings of a client of this cluster: the bootstrap servers, and on a
+        `sasl` cluster the login of `user` (the super user by default)."""
+        login = self.sasl.client_settings(user) if self.sasl else {}
+        return {"bootstrap.servers": self.bootstrap, **login}
 
     def node(self, node_id: int) -> KafkaNode:
         return next(n for n in self.nodes if n.node_id == node_id)
@@ -291,7 +358,7 @@ class KafkaCluster:
         live = [n.bootstrap for n in self.nodes if n.running() and _port_open(n.port)]
         if not live:
             return set()
-        admin = AdminClient({"bootstrap.servers": ",".join(live)})
+        admin = AdminClient({**self.client_config(), "bootstrap.servers": ",".join(live)})
         try:
             return {b.id for b in admin.list_topics(timeout=3).brokers.values()}
         except Exception:
@@ -355,13 +422,15 @@ def metrics_cluster(directory: str | Path | None = None, port: int | None = None
 
 def create_topic(bootstrap: str, name: str, partitions: int = 1, replication: int = 1,
                  config: dict[str, str] | None = None,
-                 assignment: list[list[int]] | None = None) -> None:
+                 assignment: list[list[int]] | None = None,
+                 client_config: Mapping[str, str] | None = None) -> None:
     """Create a topic if missing and wait until every partition has a leader.
     `assignment` places each partition's replicas (the first is its preferred leader) and
-    then sets the partition count and replication factor."""
+    then sets the partition count and replication factor. `client_config` adds client
+    settings (a secured cluster's login: `KafkaCluster.client_config()`)."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient({**(client_config or {}), "bootstrap.servers": bootstrap})
     if assignment:
         partitions = len(assignment)
         topic = NewTopic(name, num_partitions=partitions, replication_factor=-1,

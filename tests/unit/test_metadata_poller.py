@@ -182,7 +182,47 @@ def test_a_timeout_is_sharpened_by_what_the_client_reported() -> None:
 def test_classify_prefers_unauthorized_over_unreachable_hints() -> None:
     reported = [KafkaError(KafkaError._TRANSPORT), KafkaError(KafkaError._AUTHENTICATION)]
     assert classify(kafka(KafkaError._TIMED_OUT), reported) == UNAUTHORIZED
-    assert classify(kafka(KafkaError._TRANSPORT), reported) == UNREACHABLE
+    # a broker that refused the login closed the connection: the transport failure's cause
+    assert classify(kafka(KafkaError._TRANSPORT), reported) == UNAUTHORIZED
+    assert classify(kafka(KafkaError._TRANSPORT), reported[:1]) == UNREACHABLE
+    assert classify(kafka(KafkaError._TRANSPORT)) == UNREACHABLE
+
+
+# What a real SASL/PLAIN broker (Kafka 4.x, StandardAuthorizer) gave the poller, in
+# tests/real_kafka/test_metadata_unauthorized.py: a wrong password fails the Metadata
+# request in transport while the error callback reports the refused login; an ACL that
+# allows Describe but not DescribeConfigs on a topic fails that topic's future.
+WRONG_PASSWORD = KafkaException(KafkaError(
+    KafkaError._TRANSPORT, "Failed to get metadata: Local: Broker transport failure"))
+WRONG_PASSWORD_REPORTED = [
+    KafkaError(KafkaError._AUTHENTICATION, "sasl_plaintext://127.0.0.1:9092/bootstrap: SASL "
+               "authentication error: Authentication failed: Invalid username or password "
+               "(after 301ms in state AUTH_REQ)"),
+    KafkaError(KafkaError._ALL_BROKERS_DOWN, "1/1 brokers are down"),
+]
+NO_DESCRIBE_CONFIGS = KafkaException(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED,
+                                                "Topic authorization failed."))
+
+
+def test_the_real_brokers_refusals_are_unauthorized() -> None:
+    assert classify(WRONG_PASSWORD, WRONG_PASSWORD_REPORTED) == UNAUTHORIZED
+    assert classify(NO_DESCRIBE_CONFIGS) == UNAUTHORIZED
+
+
+def test_a_refused_login_is_unauthorized_through_the_poller() -> None:
+    poller, built = make()
+    poller.poll_once()
+    admin = built[0]
+    admin.fail["list_topics"] = WRONG_PASSWORD
+
+    def poll(timeout: float) -> int:  # librdkafka serves error_cb from poll()
+        for error in WRONG_PASSWORD_REPORTED:
+            admin.config["error_cb"](error)
+        return 1
+
+    admin.poll = poll
+    health = poller.poll_once().health
+    assert (health.up, health.error, health.error_code) == (False, UNAUTHORIZED, "_TRANSPORT")
 
 
 def test_settings_the_client_refuses_are_misconfigured_and_rebuilt(caplog) -> None:
