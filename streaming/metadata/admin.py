@@ -3,7 +3,9 @@ every topic's partitions, and the effective durability configs of every topic.
 
 Three kinds of request per poll, whatever the cluster's size: one Metadata request for
 all topics (leader, replicas, ISR), DescribeCluster (brokers, racks, controller), and
-DescribeConfigs in batches of topics. Any failure raises; the poller turns it into state.
+DescribeConfigs in batches of topics. Any failure raises, and so does a poll by a
+principal that may see nothing (its cluster would look empty); the poller turns either
+into state.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import ConfigResource, ConfigSource, ResourceType
+from confluent_kafka.admin import AclOperation, ConfigResource, ConfigSource, ResourceType
 
 from streaming.metadata.model import (
     SOURCE_BROKER,
@@ -29,6 +31,11 @@ MIN_ISR = "min.insync.replicas"
 UNCLEAN = "unclean.leader.election.enable"
 # A topic deleted between the listing and the describe: it is simply gone.
 _GONE = {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC}
+# Kafka's own topics (__consumer_offsets, __transaction_state, ...): seeing only these says
+# nothing of the rights on the cluster's other topics.
+_INTERNAL_PREFIX = "__"
+BLIND = ("sees no topics and may not describe the cluster: grant Describe on the topics "
+         "and the cluster, and DescribeConfigs on topics")
 
 
 def _source(entry: Any) -> str:
@@ -94,6 +101,27 @@ def _partitions(name: str, partitions: Mapping[int, Any]) -> tuple[PartitionInfo
         for p in sorted(partitions.values(), key=lambda p: p.id))
 
 
+def _check_not_blind(operations: list[Any] | None) -> None:
+    """Raise CLUSTER_AUTHORIZATION_FAILED when a principal that sees no topic may not
+    Describe the cluster either: the monitor must say it cannot see rather than report an
+    empty cluster as healthy.
+
+    The broker lists the cluster's authorized operations only to a principal allowed to
+    Describe it (any grant implying Describe, ALL or Alter, lists Describe too); to any
+    other it sends none, which the client hands over as None. The error code is the
+    poller's conclusion, not an error in the response: DescribeCluster itself needs no
+    right.
+
+    What it cannot tell: a principal allowed to Describe the cluster but no topic sees an
+    empty cluster, and one that may Describe some topics but not all sees a smaller one;
+    both look like a cluster that is so, and neither is flagged. The documented rights
+    (docs/metadata.md) are Describe on the cluster and Describe and DescribeConfigs on
+    every topic.
+    """
+    if AclOperation.DESCRIBE not in (operations or ()):
+        raise KafkaException(KafkaError(KafkaError.CLUSTER_AUTHORIZATION_FAILED, BLIND))
+
+
 def fetch_snapshot(admin: Any, cluster: str, polled_at: datetime, timeout: float = 10.0,
                    batch: int = 500) -> ClusterSnapshot:
     """The cluster as its Admin API describes it now. Raises KafkaException on failure.
@@ -107,7 +135,16 @@ def fetch_snapshot(admin: Any, cluster: str, polled_at: datetime, timeout: float
     # brokers, so a controller cached from before a broker stopped is replaced first.
     listing = admin.list_topics(timeout=timeout)
     listed = {name: meta for name, meta in listing.topics.items() if meta.partitions}
-    described = admin.describe_cluster(request_timeout=timeout).result(timeout=timeout + 5)
+    # Kafka leaves every topic the principal may not Describe out of the listing, without
+    # an error: a principal with no ACL at all sees what looks like an empty cluster, and
+    # the poll would succeed on it with nothing to audit. Only then is DescribeCluster
+    # asked for the principal's rights on the cluster (a flag on the request the poll makes
+    # anyway, so a poll that lists topics costs nothing more).
+    blind = all(name.startswith(_INTERNAL_PREFIX) for name in listing.topics)
+    described = admin.describe_cluster(include_authorized_operations=blind,
+                                       request_timeout=timeout).result(timeout=timeout + 5)
+    if blind:
+        _check_not_blind(described.authorized_operations)
     brokers = {n.id: BrokerInfo(n.id, n.rack or None) for n in described.nodes}
     controller = described.controller.id if described.controller is not None else None
     configs = topic_configs(admin, sorted(listed), timeout, batch)

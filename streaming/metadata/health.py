@@ -19,7 +19,7 @@ from confluent_kafka import KafkaError, KafkaException
 from streaming.redact import redact_text
 
 UNREACHABLE = "unreachable"    # no broker answers: DNS, connection refused, TLS, network
-UNAUTHORIZED = "unauthorized"  # authentication failed or an ACL denies a describe
+UNAUTHORIZED = "unauthorized"  # login refused, an ACL denies a describe, or nothing visible
 TIMEOUT = "timeout"            # brokers connected but a request did not finish in time
 MISCONFIGURED = "misconfigured"  # the client cannot be built from its settings
 ERROR = "error"                # anything else

@@ -3,11 +3,13 @@ the rights it needs sees, on the gauges, and that it recovers once granted them.
 
 One node (broker+controller) with SASL/PLAIN on every listener and KRaft's
 StandardAuthorizer: `admin` is the super user (also the node's own identity on the
-inter-broker and controller listeners), `reader` the monitoring user. `reader` may
-Describe every topic but not DescribeConfigs them, so the Metadata request lists `orders`
-and the poll's DescribeConfigs is refused (TOPIC_AUTHORIZATION_FAILED). (With no ACL at
-all the Metadata request would silently list no topic, and the poll would succeed on an
-empty cluster: no error to classify.)
+inter-broker and controller listeners), `reader` and `nobody` monitoring users. `reader`
+may Describe every topic but not DescribeConfigs them, so the Metadata request lists
+`orders` and the poll's DescribeConfigs is refused (TOPIC_AUTHORIZATION_FAILED). `nobody`
+has no ACL at all: the Metadata request silently lists no topic, and DescribeCluster
+withholds the cluster's authorized operations, so the poll reports it cannot see instead
+of auditing an empty cluster. The super user, on the node before `orders` exists, polls a
+genuinely empty cluster: up.
 
 The poller is built the way the job builds it: a config file's `metadata.clusters`
 section (the password in a secret file) through `MetadataService`, whose handler puts
@@ -39,32 +41,41 @@ from prometheus_client import CollectorRegistry, generate_latest
 from streaming.config import Config, load_config
 from streaming.exporter import Exporter
 from streaming.metadata import MetadataPoller, PollerSettings, export_poll
+from streaming.metadata.admin import BLIND
 from streaming.metadata.health import UNAUTHORIZED
 from streaming.metadata.service import MetadataService
 from streaming.testbed.kafka import KafkaCluster, SaslPlain, create_topic
 from tests.conftest import wait_for
 
 CLUSTER = "secured"
-READER = "reader"
+READER, NOBODY = "reader", "nobody"
 # Fresh passwords per run, so finding one in a log can only mean it leaked from here.
 SASL = SaslPlain({"admin": f"admin-{secrets.token_hex(8)}",
-                  READER: f"reader-{secrets.token_hex(8)}"})
+                  READER: f"reader-{secrets.token_hex(8)}",
+                  NOBODY: f"nobody-{secrets.token_hex(8)}"})
 INTERVAL, TIMEOUT = 2.0, 1.8  # seconds (production: 30 and 10)
 UP = "kafka_health_metadata_up"
 ERROR = "kafka_health_metadata_error"
 
 
 @pytest.fixture(scope="module")
-def secured() -> Iterator[KafkaCluster]:
+def node() -> Iterator[KafkaCluster]:
+    """The node without topics (tests run in file order: the empty cluster's first)."""
     with KafkaCluster(size=1, agents=False, name="secured", sasl=SASL) as cluster:
-        create_topic(cluster.bootstrap, "orders", client_config=cluster.client_config())
         yield cluster
 
 
-def _config(cluster: KafkaCluster, root: Path, password: str) -> Config:
+@pytest.fixture(scope="module")
+def secured(node: KafkaCluster) -> KafkaCluster:
+    """The node with `orders`."""
+    create_topic(node.bootstrap, "orders", client_config=node.client_config())
+    return node
+
+
+def _config(cluster: KafkaCluster, root: Path, password: str, user: str = READER) -> Config:
     """The job's config as an operator writes it: the login under `kafka`, the password in
     a secret file."""
-    secret = root / "reader.password"
+    secret = root / f"{user}.password"
     secret.write_text(password + "\n")
     data = {
         "delta": {"path": str(root / "delta")},
@@ -73,7 +84,7 @@ def _config(cluster: KafkaCluster, root: Path, password: str) -> Config:
             "clusters": {CLUSTER: {
                 "bootstrap_servers": cluster.bootstrap,
                 "kafka": {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
-                          "sasl.username": READER},
+                          "sasl.username": user},
                 "secrets": {"sasl.password": {"file": str(secret)}},
             }},
         },
@@ -101,6 +112,17 @@ def _series(registry: CollectorRegistry, name: str) -> dict[tuple[str, ...], flo
 def _thread(cluster: str) -> threading.Thread | None:
     return next((t for t in threading.enumerate()
                  if t.name == f"kafka-health-metadata-{cluster}"), None)
+
+
+def test_an_empty_cluster_polled_by_the_super_user_is_up(node: KafkaCluster) -> None:
+    """Nothing to list, and the poller's principal may describe the cluster: the cluster
+    is empty, not hidden."""
+    assert not AdminClient(node.client_config()).list_topics(timeout=10).topics, (
+        "runs on the node before `orders` is created")
+    poller = MetadataPoller(CLUSTER, node.client_config(), PollerSettings(INTERVAL, TIMEOUT))
+    result = poller.poll_once()
+    assert (result.health.up, result.health.error) == (True, None)
+    assert result.snapshot.topics == {} and list(result.snapshot.brokers) == [1]
 
 
 def test_an_acl_refusing_describe_configs_is_unauthorized_until_granted(
@@ -149,6 +171,52 @@ def test_an_acl_refusing_describe_configs_is_unauthorized_until_granted(
         assert password not in caplog.text
         assert password not in exported
         assert password not in repr(poller.health)
+
+
+def test_a_principal_without_any_acl_is_unauthorized_not_an_empty_cluster(
+        secured: KafkaCluster, tmp_path: Path, caplog: pytest.LogCaptureFixture,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    caplog.set_level(logging.DEBUG)
+    escaped: list[Any] = []
+    monkeypatch.setattr(threading, "excepthook", escaped.append)
+    # What the broker gives `nobody`: no topic, though `orders` exists, and no rights on
+    # the cluster.
+    blind = AdminClient(secured.client_config(NOBODY))
+    assert blind.list_topics(timeout=10).topics == {}
+    described = blind.describe_cluster(include_authorized_operations=True,
+                                       request_timeout=10).result(timeout=15)
+    assert described.authorized_operations is None
+    assert "orders" in AdminClient(secured.client_config()).list_topics(timeout=10).topics
+
+    registry = CollectorRegistry()
+    service = MetadataService(_config(secured, tmp_path, SASL.users[NOBODY], NOBODY),
+                              Exporter(registry))
+    service.start("it-no-acl")
+    try:
+        poller = service.pollers[0]
+        wait_for(lambda: poller.health.failures >= 2, 30, "two refused polls")
+        health = poller.health
+        assert (health.up, health.error, health.error_code, health.consecutive_failures) == (
+            False, UNAUTHORIZED, "CLUSTER_AUTHORIZATION_FAILED", health.failures)
+        assert poller.snapshot is None  # never an empty cluster to audit
+        assert _series(registry, UP) == {(): 0.0}
+        assert _series(registry, ERROR) == {(UNAUTHORIZED,): 1.0}
+        # never succeeded: no last success to show
+        assert _series(registry, "kafka_health_metadata_last_success_timestamp_seconds") == {}
+        assert _thread(CLUSTER) is not None and _thread(CLUSTER).is_alive()
+        # a warning once, not once per poll
+        assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == [
+            f"metadata {CLUSTER}: poll failed (unauthorized): CLUSTER_AUTHORIZATION_FAILED: "
+            f"{BLIND}"]
+    finally:
+        service.stop()
+    assert _thread(CLUSTER) is None
+    assert escaped == []
+    assert not [r for r in caplog.records if r.exc_info]
+    exported = generate_latest(registry).decode()
+    for password in SASL.users.values():
+        assert password not in caplog.text
+        assert password not in exported
 
 
 def test_a_refused_login_is_unauthorized(secured: KafkaCluster, tmp_path: Path,

@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import ConfigSource
+from confluent_kafka.admin import AclOperation, ConfigSource
 
+from streaming.metadata.admin import BLIND
 from streaming.metadata.health import (
     MISCONFIGURED,
     TIMEOUT,
@@ -55,14 +56,21 @@ class FakeAdmin:
             "min.insync.replicas": _entry("3", ConfigSource.DYNAMIC_TOPIC_CONFIG),
             "unclean.leader.election.enable": _entry("false", ConfigSource.DEFAULT_CONFIG),
             "retention.ms": _entry("1", ConfigSource.STATIC_BROKER_CONFIG)}}
+        # What DescribeCluster lists when asked: the principal's rights on the cluster.
+        self.cluster_operations: list[AclOperation] | None = [AclOperation.DESCRIBE]
+        self.asked_operations: list[bool] = []  # include_authorized_operations, per call
         self.fail: dict[str, BaseException] = {}
         self.polled = 0
 
-    def describe_cluster(self, request_timeout: float) -> Future:
+    def describe_cluster(self, request_timeout: float,
+                         include_authorized_operations: bool = False) -> Future:
+        self.asked_operations.append(include_authorized_operations)
         if "describe_cluster" in self.fail:
             return _done(error=self.fail["describe_cluster"])
         nodes = [SimpleNamespace(id=b, rack=r) for b, r in self.racks.items()]
-        return _done(SimpleNamespace(nodes=nodes, controller=nodes[0]))
+        operations = self.cluster_operations if include_authorized_operations else None
+        return _done(SimpleNamespace(nodes=nodes, controller=nodes[0],
+                                     authorized_operations=operations))
 
     def list_topics(self, timeout: float) -> Any:
         if "list_topics" in self.fail:
@@ -223,6 +231,71 @@ def test_a_refused_login_is_unauthorized_through_the_poller() -> None:
     admin.poll = poll
     health = poller.poll_once().health
     assert (health.up, health.error, health.error_code) == (False, UNAUTHORIZED, "_TRANSPORT")
+
+
+def test_a_poll_that_lists_topics_does_not_ask_for_the_principals_rights() -> None:
+    poller, built = make()
+    assert poller.poll_once().health.up is True
+    assert built[0].asked_operations == [False]
+
+
+def _sees(topics: list[str], operations: list[AclOperation] | None
+          ) -> tuple[MetadataPoller, FakeAdmin]:
+    """A poller whose every client lists only `topics` and gets `operations` on the
+    cluster."""
+    admin = FakeAdmin(CONFIG)
+    admin.partitions = {name: [(0, 1, [1], [1])] for name in topics}
+    admin.cluster_operations = operations
+    return MetadataPoller("prod", CONFIG, PollerSettings(interval_seconds=0.05,
+                                                         timeout_seconds=1),
+                          admin_factory=lambda _config: admin), admin
+
+
+# What a real SASL/PLAIN broker (Kafka 4.x, StandardAuthorizer) answered a principal with
+# no ACL at all (tests/real_kafka/test_metadata_unauthorized.py): a listing without the
+# cluster's topics, and DescribeCluster asked for the authorized operations giving None.
+@pytest.mark.parametrize(("topics", "operations"), [
+    ([], None),
+    (["__consumer_offsets"], None),  # rights on Kafka's own topics say nothing of the rest
+    ([], []),
+    ([], [AclOperation.IDEMPOTENT_WRITE]),
+])
+def test_a_principal_that_sees_nothing_and_may_not_describe_the_cluster_is_unauthorized(
+        topics: list[str], operations: list[AclOperation] | None, caplog) -> None:
+    poller, admin = _sees(topics, operations)
+    with caplog.at_level(logging.INFO, logger="kafka_health.metadata"):
+        result = poller.poll_once()
+        assert poller.poll_once().health.consecutive_failures == 2
+    assert (result.snapshot, poller.snapshot) == (None, None)  # no empty cluster audited
+    health = result.health
+    assert (health.up, health.error, health.error_code) == (
+        False, UNAUTHORIZED, "CLUSTER_AUTHORIZATION_FAILED")
+    assert admin.asked_operations == [True, True]
+    assert [r.getMessage() for r in caplog.records] == [
+        f"metadata prod: poll failed (unauthorized): CLUSTER_AUTHORIZATION_FAILED: {BLIND}"]
+
+
+@pytest.mark.parametrize("operations", [
+    [AclOperation.DESCRIBE],
+    [AclOperation.ALTER, AclOperation.DESCRIBE],  # the broker lists what Alter implies
+])
+def test_an_empty_cluster_polled_by_a_principal_that_may_describe_it_is_up(
+        operations: list[AclOperation]) -> None:
+    poller, admin = _sees([], operations)
+    result = poller.poll_once()
+    assert (result.health.up, result.snapshot.topics) == (True, {})
+    assert admin.asked_operations == [True]
+
+
+def test_a_principal_that_loses_its_rights_turns_unauthorized_and_back() -> None:
+    poller, admin = _sees(["orders"], None)
+    assert poller.poll_once().health.up is True  # sees a topic: its rights are not asked
+    admin.partitions = {}
+    assert poller.poll_once().health.error == UNAUTHORIZED
+    admin.cluster_operations = [AclOperation.DESCRIBE]
+    admin.partitions = {"orders": [(0, 1, [1], [1])]}
+    assert poller.poll_once().health.up is True
+    assert admin.asked_operations == [False, True, False]
 
 
 def test_settings_the_client_refuses_are_misconfigured_and_rebuilt(caplog) -> None:
