@@ -72,11 +72,18 @@ def classify(exc: BaseException, reported: Iterable[KafkaError] = ()) -> str:
     error = kafka_error(exc)
     if error is None:
         return ERROR
-    found = code_class(error.code())
-    if found in _VAGUE:
-        hints = {code_class(e.code()) for e in reported}
-        found = next((c for c in _SHARPER if c in hints), found)
-    return found
+    sharper = sharpening(exc, reported)
+    return code_class((sharper or error).code())
+
+
+def sharpening(exc: BaseException, reported: Iterable[KafkaError]) -> KafkaError | None:
+    """The error the client reported that says better than `exc` why the poll failed, if
+    any: what the operator should read first (the login refused, not the transport)."""
+    error = kafka_error(exc)
+    if error is None or code_class(error.code()) not in _VAGUE:
+        return None
+    by_class = {code_class(e.code()): e for e in reported}
+    return next((by_class[c] for c in _SHARPER if c in by_class), None)
 
 
 def describe(exc: BaseException, client_settings: bool = False) -> str:

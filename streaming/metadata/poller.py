@@ -21,7 +21,14 @@ from confluent_kafka.admin import AdminClient
 
 from streaming.logsetup import kafka_logger
 from streaming.metadata.admin import fetch_snapshot
-from streaming.metadata.health import MISCONFIGURED, PollerHealth, classify, describe, kafka_error
+from streaming.metadata.health import (
+    MISCONFIGURED,
+    PollerHealth,
+    classify,
+    describe,
+    kafka_error,
+    sharpening,
+)
 from streaming.metadata.model import BrokerInfo, ClusterSnapshot, with_down_brokers
 
 LOG = logging.getLogger("kafka_health.metadata")
@@ -199,7 +206,8 @@ class MetadataPoller:
         # is down it waits (and reconnects in a tight loop) until its metadata refreshes,
         # minutes later. A new client learns a live one from its first Metadata response.
         self._admin = None
-        kafka = kafka_error(cause)
+        sharper = None if isinstance(exc, _ClientError) else sharpening(cause, self._reported)
+        kafka = sharper or kafka_error(cause)
         with self._lock:
             before = self._health
             self._health = replace(before, up=False, error=error,
@@ -209,8 +217,10 @@ class MetadataPoller:
                                    polls=before.polls + 1, failures=before.failures + 1)
         # Once per change of state, not every 30 s: the gauges carry the ongoing state.
         log = LOG.warning if before.up is not False or before.error != error else LOG.debug
-        log("metadata %s: poll failed (%s): %s", self.cluster, error,
-            describe(cause, client_settings=isinstance(exc, _ClientError)))
+        account = describe(cause, client_settings=isinstance(exc, _ClientError))
+        if sharper is not None:
+            account = f"{describe(sharper)} (the request: {account})"
+        log("metadata %s: poll failed (%s): %s", self.cluster, error, account)
         return self._health
 
 

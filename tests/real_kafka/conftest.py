@@ -58,7 +58,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.real_kafka)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def watched() -> Iterator[KafkaCluster]:
     """Nodes 1-3 combined broker+controller, 4 and 5 brokers only; `orders` lives on
     1, 4 and 5 (leaders rotating), so stopping 4 and 5 leaves leader 1 alone in the ISR
@@ -69,7 +69,7 @@ def watched() -> Iterator[KafkaCluster]:
         yield cluster
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def bed(watched: KafkaCluster, broker: Any, spark: Any, tmp_path_factory: pytest.TempPathFactory
         ) -> Iterator[Bed]:
     suffix = uuid.uuid4().hex[:6]

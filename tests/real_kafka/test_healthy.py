@@ -15,7 +15,7 @@ from confluent_kafka import Producer
 
 from tests.integration.helpers import table
 from tests.real_kafka.conftest import NAMES, ORDERS, WINDOW, Bed
-from tests.real_kafka.test_faults import epoch, mismatches, wait_caught_up
+from tests.real_kafka.truth_checks import epoch, mismatches, wait_caught_up
 
 MINUTES = float(os.environ.get("KAFKA_HEALTH_HEALTHY_MINUTES", "2"))
 RATE = 200  # records/s

@@ -8,7 +8,9 @@
       (alerts/alertmanager.yml with PagerDuty pointed at PagerDutyReceiver)
 
 Stopping brokers 4 and 5, the followers of every `orders` partition, leaves leader 1 alone
-in the ISR: KafkaUnderMinIsrPartitions pages once per shipped cluster name, and the page's
+in the ISR: its under-min-ISR signals equal the Admin API's truth window by window, acks=all
+writes are refused, leader 1's incident opens and resolves with the truth's windows, and
+KafkaUnderMinIsrPartitions pages once per shipped cluster name, and the page's
 summary names brokers 4 and 5 as the cause (from the Admin API, through
 kafka_health_metadata_cause_info and the rule's `query`). The incident row carries the
 same cause, and keeps it after the fault. Starting both again resolves the pages.
@@ -24,6 +26,7 @@ from types import SimpleNamespace
 
 import pandas as pd
 import pytest
+from confluent_kafka import Producer
 
 from streaming.testbed import faults
 from streaming.testbed.kafka import free_port
@@ -38,6 +41,7 @@ from tests.e2e.stack import (
 )
 from tests.integration.helpers import table
 from tests.real_kafka.conftest import NAMES, ORDERS, WINDOW, Bed
+from tests.real_kafka.truth_checks import epoch, hold_until_stable, mismatches, wait_caught_up
 
 ALERT = "KafkaUnderMinIsrPartitions"
 CAUSE = "brokers 4 and 5 out of ISR"
@@ -97,6 +101,8 @@ def incident_causes(bed: Bed, since: float) -> dict[str, list[tuple[bool, str | 
 
 def test_two_followers_down_page_with_them_as_the_cause_and_resolve(chain: SimpleNamespace
                                                                     ) -> None:
+    """One fault, every view of it: the signals window by window against the Admin API's
+    truth, acks=all refused, the incident's start and end, the page and its cause."""
     bed = chain.bed
     started = time.time()
     wait_for(lambda: chain.alive() or prom_query(
@@ -110,6 +116,7 @@ def test_two_followers_down_page_with_them_as_the_cause_and_resolve(chain: Simpl
     faults.wait_isr_without(bed.watched, 4, ORDERS)
     triggers = wait_for(lambda: len(found := pages(chain, "trigger")) == len(NAMES) and found,
                         120, "an under-min-ISR page for each shipped name", every=0.5)
+    fault_at = time.time()
     for name, page in triggers.items():
         summary = page.payload["summary"]
         assert summary == (f"{ALERT} [{name}]: Partitions under min.insync.replicas on broker 1 "
@@ -123,8 +130,20 @@ def test_two_followers_down_page_with_them_as_the_cause_and_resolve(chain: Simpl
     # the incident row names them too (the direct push renders its text from it)
     wait_for(lambda: incident_causes(bed, since) == dict.fromkeys(NAMES, [(True, CAUSE)]), 60,
              "the open incidents' cause")
-    fault_at = time.time()
+    # acks=all is refused while the ISR is below min.insync.replicas (NOT_ENOUGH_REPLICAS)
+    refused: list[str] = []
+    producer = Producer({"bootstrap.servers": faults.live_bootstrap(bed.watched),
+                         "acks": "all", "message.timeout.ms": 4000, "retries": 0})
+    producer.produce(ORDERS, b"x", partition=0,
+                     on_delivery=lambda err, _msg: refused.append(err.name() if err else "ok"))
+    producer.flush(10)
+    assert refused == ["NOT_ENOUGH_REPLICAS"], refused
+    end = hold_until_stable(bed, since, lambda v: v[1]["under_min_isr"] >= 6,
+                            "a stable window with broker 1 under min ISR")
+    wait_caught_up(bed, end + 1)
+    assert mismatches(bed, since, end) == []
 
+    back = time.time()
     faults.start_broker(bed.watched, 4)
     faults.start_broker(bed.watched, 5)
     faults.wait_fully_replicated(bed.watched)
@@ -136,5 +155,25 @@ def test_two_followers_down_page_with_them_as_the_cause_and_resolve(chain: Simpl
              "the cause series gone once the Admin API shows the ISR whole")
     wait_for(lambda: incident_causes(bed, since) == dict.fromkeys(NAMES, [(False, CAUSE)]), 60,
              "the resolved incidents keeping their cause")
+    end = hold_until_stable(bed, back, lambda v: v[1]["under_min_isr"] == 0,
+                            "a stable window with no partition under min ISR")
+    wait_caught_up(bed, end + WINDOW)
+    assert mismatches(bed, back, end) == []
+
+    # the incident opens at the first window the truth shows the condition, and resolves
+    # at the first it no longer does
+    truth_windows = bed.truth.windows_with(
+        lambda s: s.per_broker([1])[1]["under_min_isr"] > 0, WINDOW)
+    first, last = min(truth_windows), max(truth_windows)
+    incidents = table(bed.delta, "incidents")
+    for name in NAMES:
+        got = incidents[(incidents.cluster == name) & (incidents.kind == "under_min_isr")
+                        & (incidents.broker == "1")]
+        got = got[got["started_at"].map(epoch) >= since - WINDOW]
+        assert len(got) == 1, got
+        opened, resolved = epoch(got.iloc[0]["started_at"]), got.iloc[0]["resolved_at"]
+        assert abs(opened - first) <= WINDOW, (name, opened, first)
+        assert resolved is not None and not pd.isna(resolved), got
+        assert abs(epoch(resolved) - (last + WINDOW)) <= WINDOW, (name, resolved, last)
     print(f"\nfault to both pages {fault_at - since:.0f}s, whole test "
           f"{time.time() - started:.0f}s")

@@ -217,7 +217,8 @@ def test_the_real_brokers_refusals_are_unauthorized() -> None:
     assert classify(NO_DESCRIBE_CONFIGS) == UNAUTHORIZED
 
 
-def test_a_refused_login_is_unauthorized_through_the_poller() -> None:
+def test_a_refused_login_is_unauthorized_through_the_poller(caplog: pytest.LogCaptureFixture
+                                                          ) -> None:
     poller, built = make()
     poller.poll_once()
     admin = built[0]
@@ -229,8 +230,14 @@ def test_a_refused_login_is_unauthorized_through_the_poller() -> None:
         return 1
 
     admin.poll = poll
-    health = poller.poll_once().health
-    assert (health.up, health.error, health.error_code) == (False, UNAUTHORIZED, "_TRANSPORT")
+    with caplog.at_level(logging.WARNING, logger="kafka_health.metadata"):
+        health = poller.poll_once().health
+    # the code and the log name the refused login, the transport failure comes second
+    assert (health.up, health.error, health.error_code) == (False, UNAUTHORIZED,
+                                                            "_AUTHENTICATION")
+    assert ("poll failed (unauthorized): _AUTHENTICATION: sasl_plaintext://127.0.0.1:9092/"
+            "bootstrap: SASL authentication error: Authentication failed") in caplog.text
+    assert "(the request: _TRANSPORT: Failed to get metadata" in caplog.text
 
 
 def test_a_poll_that_lists_topics_does_not_ask_for_the_principals_rights() -> None:
