@@ -148,8 +148,15 @@ class DeltaSparkTable(DeltaSink):
          .option("mergeSchema", "true").save(self.path))
 
     def _source(self, data: pa.Table) -> DataFrame:
-        """The driver's rows as a DataFrame of this session, to be written by the executors."""
-        return self.session.createDataFrame(data, from_arrow_schema(data.schema))
+        """The driver's rows as a DataFrame of this session, to be written by the executors.
+        A batch whose every record was quarantined leaves an empty table, often with no
+        chunks at all, which pyspark's Arrow conversion refuses (ArrowInvalid: empty
+        vector): it becomes an empty DataFrame of the same schema, still committed, so the
+        batch id is recorded as every engine records it."""
+        schema = from_arrow_schema(data.schema)
+        if data.num_rows == 0:
+            return self.session.createDataFrame([], schema)
+        return self.session.createDataFrame(data, schema)
 
     def _append(self, data: pa.Table, batch_id: int) -> None:
         self._create()

@@ -82,7 +82,9 @@ def scenario(engine: str, open_: Opener) -> dict[str, Any]:
     yesterday = AT - timedelta(days=1)
     facts["bronze"] = [samples.append(bronze(yesterday, range(0, 6)), 0),
                        samples.append(bronze(yesterday, range(0, 6)), 0),
-                       samples.append(bronze(AT, range(6, 12)), 1)]
+                       samples.append(bronze(AT, range(6, 12)), 1),
+                       # a batch whose every record was quarantined: no rows, no chunks
+                       samples.append(pa.Table.from_batches([], bronze(AT, range(1)).schema), 2)]
     if engine == "delta-spark":  # Delta's own skip, without the sink's check first
         version = samples.version()
         samples._append(samples.conform(bronze(AT, range(6, 12))), 1)
