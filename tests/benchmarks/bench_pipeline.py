@@ -170,6 +170,20 @@ def records_in(progress: Any) -> int:
                for topic, parts in end.items() for p, last in parts.items())
 
 
+def rate_figures(first_end: float, last_end: float, after_first: int,
+                 cpu: list[dict[str, float]]) -> dict[str, Any]:
+    """Samples/s from the first batch's end to the last's, and the process tree's CPU over
+    the same span (`cpu`: tree_cpu_seconds at each batch's end). On 2 cores samples/s can
+    be at most 2 / (CPU seconds a sample)."""
+    span = max(last_end - first_end, 1e-9)
+    return {"records_after_first_batch": after_first, "seconds": last_end - first_end,
+            "samples_per_s": after_first / span,
+            "cpu_us_per_sample": {kind: round((cpu[-1][kind] - cpu[0].get(kind, 0.0))
+                                              / max(after_first, 1) * 1e6, 2)
+                                  for kind in cpu[-1]},
+            "cores_busy": (cpu[-1]["total"] - cpu[0]["total"]) / span}
+
+
 def full_job(bootstrap: str, topic: str, total: int, cap: int,
              environ: dict[str, str] | None = None,
              observe: Callable[[], Any] | None = None,
@@ -228,14 +242,7 @@ def full_job(bootstrap: str, topic: str, total: int, cap: int,
     after_first = sum(rows for _, rows in batches[1:])
     shutil.rmtree(work, ignore_errors=True)
     result: dict[str, Any] = {
-        "batches": len(batches), "records_after_first_batch": after_first,
-        "seconds": last_end - first_end,
-        "samples_per_s": after_first / max(last_end - first_end, 1e-9),
-        # CPU of the whole tree (driver, JVM, Python workers, broker) over the same span:
-        # on 2 cores, samples/s can be at most 2 / (CPU seconds a sample)
-        "cpu_us_per_sample": {kind: round((cpu[-1][kind] - cpu[0].get(kind, 0.0))
-                                          / max(after_first, 1) * 1e6, 2) for kind in cpu[-1]},
-        "cores_busy": (cpu[-1]["total"] - cpu[0]["total"]) / max(last_end - first_end, 1e-9),
+        "batches": len(batches), **rate_figures(first_end, last_end, after_first, cpu),
         # seconds per step summed over the measured batches (all but the first); the
         # signal steps overlap the next batch's read, so they do not add up to the time
         "step_seconds": {name: round(sum(s.get(name, 0.0) for s in measured), 2)

@@ -66,6 +66,7 @@ from tests.benchmarks.bench_pipeline import (  # noqa: E402
     PARTITIONS,
     full_job,
     prefill,
+    rate_figures,
     records_in,
     single_sample_stream,
 )
@@ -216,12 +217,7 @@ def textbook_job(conn: Any, bootstrap: str, topic: str, total: int, cap: int,
     first_end, last_end = batches[0][1], batches[-1][1]
     after_first = sum(rows for _, _, rows in batches[1:])
     return {
-        "batches": len(batches), "records_after_first_batch": after_first,
-        "seconds": last_end - first_end,
-        "samples_per_s": after_first / max(last_end - first_end, 1e-9),
-        "cpu_us_per_sample": {kind: round((cpu[-1][kind] - cpu[0].get(kind, 0.0))
-                                          / max(after_first, 1) * 1e6, 2) for kind in cpu[-1]},
-        "cores_busy": (cpu[-1]["total"] - cpu[0]["total"]) / max(last_end - first_end, 1e-9),
+        "batches": len(batches), **rate_figures(first_end, last_end, after_first, cpu),
         # Spark's own per-phase milliseconds, summed over the measured batches
         "duration_ms": {name: sum(d.get(name, 0) for d in durations[1:])
                         for name in dict.fromkeys(k for d in durations[1:] for k in d)},
