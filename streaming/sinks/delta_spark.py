@@ -67,7 +67,7 @@ class DeltaSparkTable(DeltaSink):
         self._session: SparkSession | None = None
         self._created = False
         self._kernel: Any = None  # Delta Kernel's engine, on the session's Hadoop settings
-        # Held by every DML of this session: none may run while a MERGE's transaction
+        # Held by every DML on this table's Spark session: none may run while a MERGE's transaction
         # settings are set (it would be recorded, or skipped, as that batch's).
         self._lock = threading.Lock()
         self.spark_schema = from_arrow_schema(self.schema)
@@ -148,7 +148,7 @@ class DeltaSparkTable(DeltaSink):
          .option("mergeSchema", "true").save(self.path))
 
     def _source(self, data: pa.Table) -> DataFrame:
-        """The driver's rows as a DataFrame of this session, to be written by the executors.
+        """The driver's rows as a DataFrame of the table's Spark session, to be written by the executors.
         A batch whose every record was quarantined leaves an empty table, often with no
         chunks at all, which pyspark's Arrow conversion refuses (ArrowInvalid: empty
         vector): it becomes an empty DataFrame of the same schema, still committed, so the
@@ -166,7 +166,7 @@ class DeltaSparkTable(DeltaSink):
     @contextmanager
     def _transaction(self, batch_id: int) -> Iterator[None]:
         """The app transaction for the DML run inside, then none (a lingering version
-        would make this session's later writes look committed already)."""
+        would make the Spark session's later writes look committed already)."""
         with self._lock:
             self.session.conf.set(TXN_APP_ID, self.app_id)
             self.session.conf.set(TXN_VERSION, str(batch_id))
