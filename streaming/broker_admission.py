@@ -33,6 +33,29 @@ class BrokerAdmission:
         self.warned: set[str] = set()
         self.warned_clusters = False
 
+    def admits(self, named: pa.Table) -> bool:
+        """Whether every (cluster, broker) pair `named` holds would be admitted; nothing is
+        remembered (the read tasks' summary asks before their files are committed)."""
+        if not named.num_rows:
+            return True
+        pairs = named.select(["cluster", "broker"]).group_by(
+            ["cluster", "broker"], use_threads=False).aggregate([])
+        clusters = len(self.known)
+        added: dict[str, int] = {}
+        for cluster, broker in zip(pairs["cluster"].to_pylist(), pairs["broker"].to_pylist(),
+                                   strict=True):
+            brokers = self.known.get(cluster)
+            if brokers is None and cluster not in added:
+                if clusters >= self.max_clusters:
+                    return False
+                clusters += 1
+            if brokers is not None and broker in brokers:
+                continue
+            added[cluster] = added.get(cluster, 0) + 1
+            if len(brokers or ()) + added[cluster] > self.cap:
+                return False
+        return True
+
     def __call__(self, bronze: pa.Table) -> tuple[pa.Table, pa.Table]:
         """(the samples kept, one decoded-schema reject row per record that named a cluster
         or broker refused; a record naming both is refused as too_many_clusters)."""

@@ -253,6 +253,10 @@ class SignalsConfig:
 class DeltaConfig:
     engine: str = "delta-rs"
     path: str = "data/delta"
+    # Who writes bronze and quarantine: the driver (after the decoded rows cross to it), or
+    # the read tasks (each writes its own Parquet files; the driver commits their add
+    # actions in one transaction and sees only the signal samples and a summary).
+    bronze_writers: str = "driver"
     compact_every_n_batches: int = 200
     # Days each table keeps (bronze by its date partition, quarantine by ingest_ts,
     # dq_results by evaluated_at); a table left out or null keeps everything.
@@ -287,6 +291,19 @@ class DeltaConfig:
                 f"{path}.engine: {self.engine!r} is not valid; use 'delta-rs' (the default: "
                 "the driver writes, with delta.storage_options) or 'delta-spark' (Spark's "
                 "executors write, through Spark's Hadoop file systems)")
+        if self.bronze_writers not in ("driver", "read_tasks"):
+            raise ConfigError(
+                f"{path}.bronze_writers: {self.bronze_writers!r} is not valid; use 'driver' "
+                "(the default) or 'read_tasks' (the read tasks write bronze and quarantine "
+                "files, the driver commits them: the per-sample work leaves the driver)")
+        if self.bronze_writers == "read_tasks" and self.engine != "delta-rs":
+            raise ConfigError(f"{path}.bronze_writers: read_tasks commits the tasks' files "
+                              "with delta-rs: it needs delta.engine: delta-rs")
+        if self.bronze_writers == "read_tasks" and self.vacuum_retain_hours < 1:
+            # the vacuum removes files no commit references: with less, it could remove
+            # the files the read tasks are writing for a batch not yet committed
+            raise ConfigError(f"{path}.vacuum_retain_hours: must be >= 1 with "
+                              "bronze_writers: read_tasks")
         if self.engine == "delta-spark" and scheme(self.path) == "s3":
             # Hadoop has no s3:// file system; its S3 connector is s3a://
             raise ConfigError(f"{path}.path: delta-spark writes through Hadoop, which reads "

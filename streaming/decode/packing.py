@@ -10,28 +10,63 @@ says how many Kafka records it came from, so the job counts records, not blobs.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from streaming.config import SignalsConfig
 from streaming.schemas import decoded_arrow_schema
+from streaming.signals.broker import SIGNAL_METRICS
+from streaming.signals.incremental import chunk_parts
+from streaming.sinks.task_files import TaskFile, TaskWriter
 
-PACKED_DDL = "`records` BIGINT, `decoded` BINARY"
-PACKED_SCHEMA = pa.schema([("records", pa.int64()), ("decoded", pa.binary())])
+PACKED_DDL = ("`records` BIGINT, `decoded` BINARY, `summary` BINARY, `partials` BINARY, "
+              "`segments` BINARY, `files` STRING")
+PACKED_SCHEMA = pa.schema([("records", pa.int64()), ("decoded", pa.binary()),
+                           ("summary", pa.binary()), ("partials", pa.binary()),
+                           ("segments", pa.binary()), ("files", pa.string())])
+# What the summary of a chunk's bronze rows keeps per (cluster, broker, topic, window):
+# enough for the driver's admission, touched windows, progress and identity warnings.
+SUMMARY_KEYS = ["cluster", "broker", "source_topic", "window_start"]
+SUMMARY_SCHEMA = pa.schema([
+    pa.field("cluster", pa.string()), pa.field("broker", pa.string()),
+    pa.field("source_topic", pa.string()), pa.field("window_start", pa.int64()),
+    pa.field("rows", pa.int64()), pa.field("defaulted", pa.int64()),
+    pa.field("newest", pa.int64()), pa.field("quarantined", pa.int64()),
+])
 
 
-def pack(decoded: pa.RecordBatch, records: int) -> pa.RecordBatch:
-    """One packed row: the decoded batch as an Arrow IPC stream and its record count."""
+def _ipc(table: pa.Table | pa.RecordBatch) -> pa.Buffer:
     sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, decoded.schema) as writer:
-        writer.write_batch(decoded)
-    blob = sink.getvalue()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write(table)
+    return sink.getvalue()
+
+
+def _binary(blob: pa.Buffer | None) -> pa.Array:
+    """A one-value binary column over the blob's own buffer (no copy)."""
+    if blob is None:
+        return pa.nulls(1, pa.binary())
     offsets = pa.py_buffer(np.asarray([0, blob.size], dtype=np.int32).tobytes())
+    return pa.Array.from_buffers(pa.binary(), 1, [None, offsets, blob])
+
+
+def pack(decoded: pa.RecordBatch | pa.Table, records: int,
+         written: tuple[pa.Table, pa.Table, pa.Table, str] | None = None) -> pa.RecordBatch:
+    """One packed row: the decoded rows as an Arrow IPC stream and its record count. When
+    the read task wrote the chunk's files, `written` is (summary, partials, segments,
+    files): the summary of the rows the files hold, the partials and segments of the
+    chunk's gauge signal samples, and the files' add actions as JSON; `decoded` then
+    carries only the counter signal samples."""
+    blobs = [None, None, None] if written is None else [_ipc(t) for t in written[:3]]
     return pa.RecordBatch.from_arrays(
-        [pa.array([records], pa.int64()),
-         pa.Array.from_buffers(pa.binary(), 1, [None, offsets, blob])],  # no copy of the blob
+        [pa.array([records], pa.int64()), _binary(_ipc(decoded)),
+         *(_binary(blob) for blob in blobs),
+         pa.array([None if written is None else written[3]], pa.string())],
         schema=PACKED_SCHEMA)
 
 
@@ -46,9 +81,106 @@ def blobs(column: pa.ChunkedArray) -> Iterator[pa.Buffer]:
             yield data.slice(start, end - start)
 
 
+def _each(column: pa.ChunkedArray) -> list[pa.Table]:
+    return [pa.ipc.open_stream(blob).read_all() for blob in blobs(column.drop_null())]
+
+
+def _tables(column: pa.ChunkedArray, schema: pa.Schema) -> pa.Table:
+    tables = _each(column)
+    return pa.concat_tables(tables) if tables else schema.empty_table()
+
+
 def unpack(packed: pa.Table) -> tuple[pa.Table, int]:
     """The decoded rows of every blob (in blob order) and the Kafka records they came from."""
-    schema = decoded_arrow_schema()
-    tables = [pa.ipc.open_stream(blob).read_all() for blob in blobs(packed.column("decoded"))]
-    decoded = pa.concat_tables(tables) if tables else schema.empty_table()
-    return decoded, int(pc.sum(packed.column("records")).as_py() or 0)
+    return (_tables(packed.column("decoded"), decoded_arrow_schema()),
+            int(pc.sum(packed.column("records")).as_py() or 0))
+
+
+def summarize(decoded: pa.Table, window_seconds: int) -> pa.Table:
+    """Per (cluster, broker, topic, window) of the good rows: rows, defaulted clusters,
+    newest sample time; plus one row per reject reason category (cluster and broker null,
+    `quarantined` its count, the category in `source_topic`)."""
+    good = pc.is_null(decoded["reject_reason"])
+    rows = decoded.filter(good)
+    width = window_seconds * 1_000_000
+    micros = pc.cast(rows["ts"], pa.int64())
+    keyed = pa.table({
+        "cluster": rows["cluster"], "broker": rows["broker"],
+        "source_topic": rows["source_topic"],
+        "window_start": pc.multiply(pc.divide(micros, width), width),
+        "defaulted": pc.cast(pc.fill_null(rows["cluster_defaulted"], False), pa.int64()),
+        "newest": micros})
+    grouped = keyed.group_by(SUMMARY_KEYS, use_threads=False).aggregate(
+        [([], "count_all"), ("defaulted", "sum"), ("newest", "max")])
+    good_part = pa.table({
+        **{k: grouped[k] for k in SUMMARY_KEYS}, "rows": grouped["count_all"],
+        "defaulted": grouped["defaulted_sum"], "newest": grouped["newest_max"],
+        "quarantined": pa.repeat(pa.scalar(0, pa.int64()), grouped.num_rows)})
+    reasons = decoded.filter(pc.invert(good))["reject_reason"]
+    categories = pc.list_element(pc.split_pattern(reasons, ":", max_splits=1), 0)
+    counted = pa.table({"category": categories}).group_by("category", use_threads=False
+                                                          ).aggregate([([], "count_all")])
+    n = counted.num_rows
+    rejects = pa.table({
+        "cluster": pa.nulls(n, pa.string()), "broker": pa.nulls(n, pa.string()),
+        "source_topic": counted["category"], "window_start": pa.nulls(n, pa.int64()),
+        "rows": pa.repeat(pa.scalar(0, pa.int64()), n),
+        "defaulted": pa.repeat(pa.scalar(0, pa.int64()), n),
+        "newest": pa.nulls(n, pa.int64()), "quarantined": counted["count_all"]})
+    return pa.concat_tables([good_part.cast(SUMMARY_SCHEMA), rejects.cast(SUMMARY_SCHEMA)])
+
+
+def signal_rows(decoded: pa.Table) -> pa.Table:
+    """The good rows the driver's signal stages read (the held windows, paging): the
+    signal metrics' samples, without the raw payload."""
+    wanted = pc.and_(pc.is_null(decoded["reject_reason"]),
+                     pc.fill_null(pc.is_in(decoded["metric"], pa.array(SIGNAL_METRICS)), False))
+    rows = decoded.filter(wanted)
+    return rows.set_column(rows.schema.get_field_index("raw"), "raw",
+                           pa.nulls(rows.num_rows, pa.binary()))
+
+
+@dataclass
+class WrittenBatch:
+    """A batch whose read tasks wrote its files: what reaches the driver."""
+
+    records: int
+    rows: pa.Table  # the counter signal samples, decoded schema
+    summary: pa.Table  # SUMMARY_SCHEMA, every chunk's
+    partials: list[pa.Table]  # per chunk: the partials of its gauge signal samples
+    segments: list[pa.Table]  # per chunk: its NumLogSegments partials
+    files: list[TaskFile]
+
+    @property
+    def kept(self) -> pa.Table:
+        """The summary rows of bronze rows (not of quarantine reasons)."""
+        return self.summary.filter(pc.is_valid(self.summary["cluster"]))
+
+
+def unpack_written(packed: pa.Table) -> WrittenBatch | None:
+    """The batch as the read tasks wrote it, or None when they did not (the driver writes)."""
+    files = packed.column("files")
+    if files.null_count == len(files):
+        return None
+    return WrittenBatch(
+        records=int(pc.sum(packed.column("records")).as_py() or 0),
+        rows=_tables(packed.column("decoded"), decoded_arrow_schema()),
+        summary=_tables(packed.column("summary"), SUMMARY_SCHEMA),
+        partials=_each(packed.column("partials")), segments=_each(packed.column("segments")),
+        files=[TaskFile.from_json(item) for text in files.drop_null().to_pylist()
+               for item in json.loads(text)])
+
+
+def pack_chunk(decoded: pa.RecordBatch | pa.Table, records: int, writer: TaskWriter | None,
+               signals: SignalsConfig) -> pa.RecordBatch:
+    """A read task's output for one decoded chunk: the rows themselves, or, when the task
+    writes (`writer`), its files' add actions, the summary, the partials of its gauge
+    signal samples and its counter signal samples."""
+    if writer is None:
+        return pack(decoded, records)
+    if isinstance(decoded, pa.RecordBatch):
+        decoded = pa.Table.from_batches([decoded])
+    files = writer.write(decoded)
+    counters, partials, segments = chunk_parts(signal_rows(decoded), signals)
+    return pack(counters, records, (summarize(decoded, signals.window_seconds), partials,
+                                    segments, json.dumps([f.to_json() for f in files])))

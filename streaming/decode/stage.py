@@ -7,19 +7,24 @@ from collections.abc import Iterator
 import pyarrow as pa
 from pyspark.sql import DataFrame
 
+from streaming.config import SignalsConfig
 from streaming.decode.packing import PACKED_DDL
 from streaming.decode.records import DecodeContext
+from streaming.sinks.task_files import TaskWriter
 
 
-def decode_stage(records: DataFrame, ctx: DecodeContext) -> DataFrame:
+def decode_stage(records: DataFrame, ctx: DecodeContext, writer: TaskWriter | None = None,
+                 signals: SignalsConfig | None = None) -> DataFrame:
     """mapInArrow over the records: decoding scales with the executors, never the driver.
-    The output is packed as the Python source's is, so the job reads one layout."""
+    The output is packed as the Python source's is, so the job reads one layout; with a
+    `writer` the tasks write the bronze and quarantine files too."""
 
     def decode_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from streaming.decode.packing import pack
+        from streaming.decode.packing import pack_chunk
         from streaming.decode.records import decode_record_batch
 
         for batch in batches:
-            yield pack(decode_record_batch(batch, ctx), batch.num_rows)
+            yield pack_chunk(decode_record_batch(batch, ctx), batch.num_rows, writer,
+                             signals or SignalsConfig())
 
     return records.mapInArrow(decode_batches, PACKED_DDL)

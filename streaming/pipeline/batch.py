@@ -14,6 +14,7 @@ import logging
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -22,21 +23,27 @@ from pyspark.sql import DataFrame
 from streaming import failpoints, poison
 from streaming.broker_admission import BrokerAdmission
 from streaming.config import Config
-from streaming.decode.packing import unpack
+from streaming.decode.packing import WrittenBatch, unpack, unpack_written
 from streaming.decode.records import reason_category
 from streaming.exporter import Exporter
 from streaming.metadata.board import CauseBoard
 from streaming.pipeline.handoff import Handoff, PreviousBatchFailed
-from streaming.pipeline.identity_warning import DefaultedIdentity
+from streaming.pipeline.identity_warning import DefaultedIdentity, defaulted_per_topic
 from streaming.pipeline.recovery import Pending, PendingMarker
 from streaming.pipeline.signal_stages import SignalStages
 from streaming.pipeline.stats import BatchStats, stopwatch
 from streaming.pipeline.tables import compact, open_tables
 from streaming.quality import BronzeValidator
 from streaming.retention import Retention
-from streaming.signals.spans import Span, newest_event
+from streaming.signals.spans import Span, micros_to_datetime, newest_event
 from streaming.sinks.base import DeltaSink
 from streaming.sinks.engines import open_table
+from streaming.sinks.task_files import (
+    delete_task_files,
+    quarantine_rows,
+    read_back,
+    read_task_files,
+)
 
 LOG = logging.getLogger("kafka_health.batch")
 
@@ -109,7 +116,18 @@ class BatchProcessor:
     def process(self, batch: DataFrame, batch_id: int) -> None:
         timings: dict[str, float] = {}
         with stopwatch(timings, "read+decode"):
-            decoded, records = unpack(batch.toArrow())
+            packed = batch.toArrow()
+            written = unpack_written(packed)
+            if written is None:
+                decoded, records = unpack(packed)
+        if written is not None:
+            self.process_written(written, batch_id, timings)
+            return
+        self.process_rows(decoded, records, batch_id, timings)
+
+    def process_rows(self, decoded: pa.Table, records: int, batch_id: int,
+                     timings: dict[str, float]) -> None:
+        """A batch whose decoded rows are all here: the driver writes bronze and quarantine."""
         self.attempt = (batch_id, decoded)
         # The previous batch's signals first: they must not see this batch's bronze.
         self.finish_deferred()
@@ -122,17 +140,7 @@ class BatchProcessor:
         bronze, refused = self.admission(bronze)  # before anything holds their state
         if refused.num_rows:
             rejected = pa.concat_tables([rejected, refused])
-        handoff = None
-        if self.pending is not None:
-            # The held windows absorb the batch on the deferred thread while this one writes
-            # bronze (delta-rs leaves the GIL while it encodes and writes), on a core the
-            # read tasks are not using then. Nothing leaves the process until the handoff.
-            self.handoff = handoff = Handoff()
-            thread = threading.Thread(
-                target=self.run_deferred, args=(bronze, batch_id, handoff),
-                name=f"kafka-health-signals-{batch_id}", daemon=True)
-            thread.start()
-            self.deferred = thread  # once started: joining an unstarted thread raises
+        handoff = self.start_deferred(bronze, batch_id)
         with stopwatch(timings, "bronze"):
             appended = self.tables["bronze"].append(bronze, batch_id)
         failpoints.hit("bronze_committed")
@@ -146,33 +154,112 @@ class BatchProcessor:
             newest_event=newest_event(bronze),
             timings=timings,
         )
+        touched = self.stages.touched(bronze) if bronze.num_rows else None
+        self.conclude(bronze, facts, touched, handoff, lambda: bronze)
+
+    def process_written(self, written: WrittenBatch, batch_id: int,
+                        timings: dict[str, float]) -> None:
+        """A batch whose read tasks wrote its bronze and quarantine files: commit them, and
+        go on with the signal samples and the summary they sent. When the driver must sift
+        the rows itself (a batch that failed before, or one naming brokers or clusters past
+        the caps), it reads the files back, writes the batch as the driver does, and
+        deletes the tasks' files, which no commit references."""
+        delta = self.config.delta
+        self.attempt = (batch_id, written.rows)
+        self.finish_deferred()
+        kept = written.kept
+        if (self.failures.failed(self.app_id, batch_id) is not None
+                or not self.admission.admits(kept)):
+            with stopwatch(timings, "read back"):
+                decoded = read_back(written.files, delta.path, delta.storage())
+            replayed = self.tables["bronze"].committed(batch_id)
+            self.process_rows(decoded, written.records, batch_id, timings)
+            delete_task_files(written.files, delta.path, delta.storage())
+            if not replayed:  # the files carry no per-row flag: the summary counts them
+                self.defaulted.report(defaulted_per_topic(kept), self.exporter)
+            return
+        self.admission(kept)
+        failpoints.hit("task_files_written")  # written by the tasks, not committed yet
+        handoff = self.start_deferred(written.rows, batch_id, written)
+        bronze_files = [f for f in written.files if f.table == "bronze"]
+        with stopwatch(timings, "bronze"):
+            appended = self.tables["bronze"].add_files(bronze_files, batch_id)
+        if not appended:  # a replay: the first attempt's files are the committed ones
+            delete_task_files(bronze_files, delta.path, delta.storage())
+        failpoints.hit("bronze_committed")
+        if appended:
+            self.defaulted.report(defaulted_per_topic(kept), self.exporter)
+        rejects = written.summary.filter(pc.is_null(written.summary["cluster"]))
+        quarantine_files = [f for f in written.files if f.table == "quarantine"]
+        if quarantine_files:
+            if self.tables["quarantine"].add_files(quarantine_files, batch_id):
+                self.count_quarantined(rejects)
+            else:
+                delete_task_files(quarantine_files, delta.path, delta.storage())
+        bronze_rows = int(pc.sum(kept["rows"]).as_py() or 0)
+        newest = pc.max(kept["newest"]).as_py() if kept.num_rows else None
+        facts = BatchStats(
+            batch_id=batch_id, records=written.records, bronze_rows=bronze_rows,
+            quarantined=int(pc.sum(rejects["quarantined"]).as_py() or 0),
+            newest_event=None if newest is None else micros_to_datetime(newest),
+            timings=timings,
+        )
+        touched = self.stages.touched_windows(kept) if bronze_rows else None
+        self.conclude(written.rows, facts, touched, handoff, lambda: read_task_files(
+            bronze_files, delta.path, "bronze", delta.storage(),
+            enough=self.config.quality.sample_rows) if appended else None, written)
+
+    def start_deferred(self, rows: pa.Table, batch_id: int,
+                       written: WrittenBatch | None = None) -> Handoff | None:
+        """With a pending marker, the held windows absorb the batch's signal samples on the
+        deferred thread while this one commits bronze (delta-rs leaves the GIL while it
+        encodes and writes), on a core the read tasks are not using then. Nothing leaves
+        the process until the handoff."""
+        if self.pending is None:
+            return None
+        self.handoff = handoff = Handoff()
+        thread = threading.Thread(
+            target=self.run_deferred, args=(rows, batch_id, handoff, written),
+            name=f"kafka-health-signals-{batch_id}", daemon=True)
+        thread.start()
+        self.deferred = thread  # once started: joining an unstarted thread raises
+        return handoff
+
+    def conclude(self, rows: pa.Table, facts: BatchStats,
+                 touched: tuple[list[str], list[Span]] | None, handoff: Handoff | None,
+                 quality_rows: Callable[[], pa.Table | None],
+                 written: WrittenBatch | None = None) -> None:
+        """Once bronze is committed: the facts for the listener, the quality sample, then
+        the after-bronze stages (here, or on the deferred thread after the handoff)."""
+        batch_id = facts.batch_id
         self.facts[batch_id] = facts
         for old in [b for b in list(self.facts) if b < batch_id - 16]:
             self.facts.pop(old, None)  # the listener pops them from its own thread
-        if bronze.num_rows and self.validator.due(batch_id):  # before Spark's commit: once
-            with stopwatch(timings, "quality"):
-                self.check_quality(bronze, batch_id)
-        touched = self.stages.touched(bronze) if bronze.num_rows else None
+        if facts.bronze_rows and self.validator.due(batch_id):  # before Spark's commit: once
+            with stopwatch(facts.timings, "quality"):
+                sample = quality_rows()
+                if sample is not None:
+                    self.check_quality(sample, batch_id)
         if handoff is None:
-            self.after_bronze(bronze, touched, facts, self.absorb(bronze, batch_id))
+            self.after_bronze(rows, touched, facts, self.absorb(rows, batch_id, written))
             return
         if touched is not None:
             self.mark_pending(batch_id, *touched)
         handoff.release(touched, facts)
 
+    def count_quarantined(self, rejects: pa.Table) -> None:
+        """Count a batch's quarantined records by reason category (summary rows)."""
+        if self.exporter is None:
+            return
+        for category, count in zip(rejects["source_topic"].to_pylist(),
+                                   rejects["quarantined"].to_pylist(), strict=True):
+            self.exporter.count("kafka_health_pipeline_quarantined_records_total", count,
+                                reason=category)
+
     def quarantine(self, table: DeltaSink, rejected: pa.Table, batch_id: int) -> None:
         """Decoded-schema reject rows into a quarantine table, once per batch id, counted
         by reason category."""
-        quarantine = pa.table({
-            "ingest_ts": rejected["ingest_ts"],
-            "source_topic": rejected["source_topic"],
-            "source_partition": rejected["source_partition"],
-            "source_offset": rejected["source_offset"],
-            "source_format": rejected["source_format"],
-            "reason": rejected["reject_reason"],
-            "raw": rejected["raw"],
-        })
-        if table.append(quarantine, batch_id) and self.exporter:
+        if table.append(quarantine_rows(rejected), batch_id) and self.exporter:
             for reason in rejected["reject_reason"].to_pylist():
                 self.exporter.count("kafka_health_pipeline_quarantined_records_total",
                                     reason=reason_category(reason))
@@ -204,12 +291,17 @@ class BatchProcessor:
             self.poison_tables["bronze"].delete_rows(records, batch_id)
         return poison.without(rows, records)
 
-    def absorb(self, bronze: pa.Table, batch_id: int) -> pa.Table | None:
+    def absorb(self, bronze: pa.Table, batch_id: int, written: WrittenBatch | None = None
+               ) -> pa.Table | None:
         """The batch into the held windows: broker_signals rows of the windows it touched,
         or None when they are to be recomputed from bronze. Only memory changes here, so it
-        may run before the batch's bronze is committed (a failed batch clears the windows)."""
+        may run before the batch's bronze is committed (a failed batch clears the windows).
+        `written`: the read tasks wrote the batch, and `bronze` is its counter samples."""
         self.stages.timings = {}
         self.stages.open_windows.begin(batch_id)
+        if written is not None:
+            return self.stages.held_from_parts(written.rows, written.partials,
+                                               written.segments)
         return self.stages.held_rows(bronze)
 
     def after_bronze(self, bronze: pa.Table, touched: tuple[list[str], list[Span]] | None,
@@ -236,8 +328,9 @@ class BatchProcessor:
         LOG.debug("batch %d timings: %s", batch_id, ", ".join(
             f"{k} {v:.2f}s" for k, v in {**facts.timings, **timings}.items()))
 
-    def run_deferred(self, bronze: pa.Table, batch_id: int, handoff: Handoff) -> None:
-        held = self.absorb(bronze, batch_id)  # a failure in it means: recompute from bronze
+    def run_deferred(self, bronze: pa.Table, batch_id: int, handoff: Handoff,
+                     written: WrittenBatch | None = None) -> None:
+        held = self.absorb(bronze, batch_id, written)  # a failure in it means: recompute from bronze
         try:
             if not handoff.wait():
                 return  # the batch failed before its bronze was committed: nothing to do

@@ -29,18 +29,28 @@ class DefaultedIdentity:
                  now: float | None = None) -> int:
         if "cluster_defaulted" not in bronze.column_names or not bronze.num_rows:
             return 0
-        flags = bronze["cluster_defaulted"]
-        total = int(pc.sum(flags).as_py() or 0)  # one pass over a bit column
+        flags = pc.fill_null(bronze["cluster_defaulted"], False)
+        if not pc.any(flags).as_py():  # one pass over a bit column
+            return 0
+        per_topic = (bronze.select(["source_topic"]).filter(flags)
+                     .group_by("source_topic").aggregate([([], "count_all")]))
+        return self.report(dict(zip(per_topic["source_topic"].to_pylist(),
+                                    per_topic["count_all"].to_pylist(), strict=True)),
+                           exporter, now)
+
+    def report(self, per_topic: dict[str, int], exporter: Exporter | None,
+               now: float | None = None) -> int:
+        """Count and warn about a batch's defaulted samples, given per topic."""
+        total = sum(per_topic.values())
         if not total:
             return 0
         if exporter is not None:
             exporter.count("kafka_health_pipeline_identity_defaulted_samples_total", total,
                            field="cluster")
         now = time.monotonic() if now is None else now
-        per_topic = (bronze.select(["source_topic", "cluster_defaulted"]).filter(flags)
-                     .group_by("source_topic").aggregate([([], "count_all")]))
-        for topic, count in zip(per_topic["source_topic"].to_pylist(),
-                                per_topic["count_all"].to_pylist(), strict=True):
+        for topic, count in per_topic.items():
+            if not count:
+                continue
             last = self.warned.get(topic)
             if last is not None and now - last < self.warn_every_seconds:
                 continue
@@ -53,3 +63,14 @@ class DefaultedIdentity:
                 "kafka_health_pipeline_identity_defaulted_samples_total)",
                 topic, count, self.default_cluster, self.warn_every_seconds)
         return total
+
+
+def defaulted_per_topic(summary: pa.Table) -> dict[str, int]:
+    """Defaulted samples per topic from the read tasks' summary rows
+    (streaming.decode.packing.summarize)."""
+    counts: dict[str, int] = {}
+    for topic, count in zip(summary["source_topic"].to_pylist(),
+                            summary["defaulted"].to_pylist(), strict=True):
+        if count:
+            counts[topic] = counts.get(topic, 0) + count
+    return counts

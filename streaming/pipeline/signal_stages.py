@@ -74,6 +74,14 @@ class SignalStages:
         return (pc.unique(bronze["cluster"]).to_pylist(),
                 touched_spans(bronze["ts"], cfg.window_seconds, cfg.counter_lookback_seconds))
 
+    def touched_windows(self, summary: pa.Table) -> tuple[list[str], list[Span]]:
+        """touched() from the read tasks' summary rows: a window start stands for every
+        sample of its window (the spans depend only on the windows)."""
+        cfg = self.config.signals
+        return (pc.unique(summary["cluster"]).to_pylist(),
+                touched_spans(pc.cast(summary["window_start"], TS), cfg.window_seconds,
+                              cfg.counter_lookback_seconds))
+
     def signal_windows(self, samples: pa.Table) -> tuple[pa.Table, pa.Table, pa.Table]:
         """(partials, segments, broker signal rows) of signal samples."""
         partials, segments = signal_partials(prepared(samples, self.config.signals),
@@ -87,6 +95,21 @@ class SignalStages:
             try:
                 own = bronze.filter(pc.is_in(bronze["metric"], pa.array(SIGNAL_METRICS)))
                 return self.open_windows.update(own.select(SAMPLE_COLUMNS))
+            except Exception:  # held windows only save work: bronze stays the authority
+                LOG.exception("held signal windows failed; recomputing from bronze")
+                self.open_windows.clear()
+                return None
+
+    def held_from_parts(self, counters: pa.Table, partials: list[pa.Table],
+                        segments: list[pa.Table]) -> pa.Table | None:
+        """held_rows() from what the read tasks sent: their counter samples and their
+        chunks' partials and segments of the rest (streaming.signals.incremental)."""
+        if not self.config.signals.incremental:
+            return None
+        with stopwatch(self.timings, "broker_signals"):
+            try:
+                return self.open_windows.update_parts(
+                    counters.select(SAMPLE_COLUMNS), partials, segments)
             except Exception:  # held windows only save work: bronze stays the authority
                 LOG.exception("held signal windows failed; recomputing from bronze")
                 self.open_windows.clear()

@@ -24,7 +24,7 @@ recomputes the touched windows from bronze (the authority) and hands the result 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
@@ -36,6 +36,8 @@ from streaming.config import SignalsConfig
 from streaming.signals.broker import (
     LAST_SIGNALS,
     PARTIAL_KEYS,
+    SAMPLE_COLUMNS,
+    SEGMENT_KEYS,
     finalize,
     prepared,
     series_keys,
@@ -129,19 +131,56 @@ class OpenWindows:
         if samples.num_rows == 0:
             return finalize(self.schema.empty_table(), SEGMENT_SCHEMA.empty_table())
         windows = window_starts(samples["ts"], self.config.window_seconds)
-        pairs = pa.table({"cluster": samples["cluster"], "window": windows}).group_by(
-            ["cluster", "window"], use_threads=False).aggregate([])
+        counters = _counters(samples)
+        return self._take(
+            pa.table({"cluster": samples["cluster"], "window": windows}), counters,
+            lambda priors: signal_partials(prepared(samples, self.config, priors),
+                                           self.config))
+
+    def update_parts(self, counters: pa.Table, partials: list[pa.Table],
+                     segments: list[pa.Table]) -> pa.Table | None:
+        """update() from what the read tasks sent for a batch's signal samples: the counter
+        samples themselves (their increases need the held predecessors) and, per chunk,
+        the partials and segments of every other sample (chunk_parts)."""
+        if self.schema is None or self.counters is None:
+            return None
+        windows = [pa.table({"cluster": part["cluster"],
+                             "window": pc.cast(part["window_start"], pa.int64())})
+                   for part in partials]
+        windows.append(pa.table({"cluster": counters["cluster"], "window": window_starts(
+            counters["ts"], self.config.window_seconds)}))
+        touched = pa.concat_tables(windows)
+        if touched.num_rows == 0:
+            return finalize(self.schema.empty_table(), SEGMENT_SCHEMA.empty_table())
+
+        def batch_partials(priors: pa.Table) -> tuple[pa.Table, pa.Table]:
+            own, own_segments = list(partials), list(segments)
+            if counters.num_rows:
+                counted, counted_segments = signal_partials(
+                    prepared(counters, self.config, priors), self.config)
+                own.append(counted)
+                own_segments.append(counted_segments)
+            assert self.schema is not None
+            return (merge_partials([p.cast(self.schema) for p in own], self.schema),
+                    newest_segments([s.cast(SEGMENT_SCHEMA) for s in own_segments]))
+
+        return self._take(touched, counters, batch_partials)
+
+    def _take(self, windows: pa.Table, counters: pa.Table,
+              partials_of: Callable[[pa.Table], tuple[pa.Table, pa.Table]]
+              ) -> pa.Table | None:
+        """The batch into the held windows: `windows` (cluster, window start in µs) are
+        those its samples touched, `counters` its counter samples, `partials_of(priors)`
+        its partials and segments (one row per key) given the counters' predecessors."""
+        pairs = windows.group_by(["cluster", "window"], use_threads=False).aggregate([])
         touched = set(zip(pairs["cluster"].to_pylist(), pairs["window"].to_pylist(), strict=True))
         for cluster, window in touched:
             if (cluster, window) not in self.held and window <= self.newest.get(cluster, math.inf):
                 return None
-        is_counter = pc.fill_null(pc.equal(samples["kind"], "counter"), False)
-        counters = samples.filter(is_counter)
         priors = self._priors(counters)
         if priors is None:
             return None
-        partials, segments = signal_partials(prepared(samples, self.config, priors),
-                                             self.config)
+        partials, segments = partials_of(priors)
         windows_of, segment_windows_of = _window_keys(partials), _window_keys(segments)
         was_held = pa.array([key in self.held for key in windows_of], pa.bool_())
         segment_was_held = pa.array([key in self.held for key in segment_windows_of], pa.bool_())
@@ -279,6 +318,52 @@ class OpenWindows:
                 del store[key]
         if self.counters is not None:
             self.counters = self.counters.filter(pc.not_equal(self.counters["cluster"], cluster))
+
+
+def _counters(samples: pa.Table) -> pa.Table:
+    return samples.filter(pc.fill_null(pc.equal(samples["kind"], "counter"), False))
+
+
+def chunk_parts(samples: pa.Table, config: SignalsConfig
+                ) -> tuple[pa.Table, pa.Table, pa.Table]:
+    """What a read task sends the driver for its chunk's signal samples: the counter
+    samples (all of `samples`' columns), whose increases need their series' predecessors
+    (held on the driver), and the partials and segments of every other sample, which need
+    nothing from other chunks or batches. OpenWindows.update_parts takes them."""
+    known = samples.filter(pc.is_valid(samples["metric"]))
+    is_counter = pc.fill_null(pc.equal(known["kind"], "counter"), False)
+    gauges = known.filter(pc.invert(is_counter)).select(SAMPLE_COLUMNS)
+    partials, segments = signal_partials(prepared(gauges, config), config)
+    return known.filter(is_counter), partials, segments
+
+
+def merge_partials(tables: list[pa.Table], schema: pa.Schema) -> pa.Table:
+    """Partials of several chunks, one row per (cluster, broker, window): keys found in
+    more than one are combined in chunk order (a tie in (ts, offset) goes to the later
+    chunk, as the later of two batches wins)."""
+    table = pa.concat_tables(tables) if tables else schema.empty_table()
+    keys = list(zip(table["cluster"].to_pylist(), table["broker"].to_pylist(),
+                    pc.cast(table["window_start"], pa.int64()).to_pylist(), strict=True))
+    if len(set(keys)) == len(keys):
+        return table
+    merged: dict[Key, dict[str, Any]] = {}
+    for key, row in zip(keys, table.to_pylist(), strict=True):
+        held = merged.get(key)
+        merged[key] = row if held is None else combine(held, row)
+    return pa.Table.from_pylist(list(merged.values()), schema=schema)
+
+
+def newest_segments(tables: list[pa.Table]) -> pa.Table:
+    """Segment partials of several chunks: the newest (ts, offset) of each partition
+    replica per window, a tie to the later chunk."""
+    if not tables:
+        return SEGMENT_SCHEMA.empty_table()
+    ordered = pa.concat_tables(tables).sort_by([("ts_us", "ascending"),
+                                                ("source_offset", "ascending")])
+    newest = ordered.group_by(list(SEGMENT_KEYS), use_threads=False).aggregate(
+        [("value", "last"), ("ts_us", "last"), ("source_offset", "last")])
+    return newest.rename_columns([*SEGMENT_KEYS, "value", "ts_us", "source_offset"]).cast(
+        SEGMENT_SCHEMA)
 
 
 SEGMENT_SCHEMA = pa.schema([

@@ -18,7 +18,7 @@ MAX_MICROS = (datetime.max.replace(tzinfo=UTC) - EPOCH) // timedelta(microsecond
 Span = tuple[datetime, datetime]  # first and last window start of touched windows
 
 
-def _micros_to_datetime(micros: int) -> datetime | None:
+def micros_to_datetime(micros: int) -> datetime | None:
     """A UTC datetime, or None for a time Python's datetime cannot hold."""
     try:
         return EPOCH + timedelta(microseconds=micros)
@@ -32,7 +32,7 @@ def newest_event(bronze: pa.Table) -> datetime | None:
     if not bronze.num_rows:
         return None
     newest = pc.max(bronze["ts"].cast(pa.int64())).as_py()
-    return None if newest is None else _micros_to_datetime(newest)
+    return None if newest is None else micros_to_datetime(newest)
 
 
 def touched_spans(ts: pa.ChunkedArray, window_seconds: int, lookback_seconds: int

@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 from streaming.locations import join
 from streaming.schemas import arrow_schema, table_spec
 from streaming.sinks.predicates import Filter
+from streaming.sinks.task_files import TaskFile
 
 LOG = logging.getLogger("kafka_health.delta")
 DROP_COLUMN = "__kafka_health_drop"  # a MERGE source flag: delete the matching target row
@@ -126,6 +127,12 @@ class DeltaSink(ABC):
     @abstractmethod
     def _append(self, data: pa.Table, batch_id: int) -> None: ...
 
+    def _add_files(self, files: list[TaskFile], batch_id: int) -> None:
+        """Commit Parquet files already written into the table's folder, in one commit."""
+        raise NotImplementedError(
+            f"{type(self).__name__} cannot commit files the read tasks wrote; "
+            "delta.bronze_writers: read_tasks needs delta.engine: delta-rs")
+
     @abstractmethod
     def _merge(self, source: pa.Table, batch_id: int) -> None:
         """MERGE `source` (the table's columns and DROP_COLUMN) on the keys, bounded by
@@ -148,8 +155,10 @@ class DeltaSink(ABC):
         data); returns how many went."""
 
     @abstractmethod
-    def vacuum(self, retain_hours: float) -> None:
-        """Remove files no version younger than `retain_hours` reads."""
+    def vacuum(self, retain_hours: float, untracked: bool = False) -> None:
+        """Remove files no version younger than `retain_hours` reads; with `untracked`,
+        also files no version ever referenced (the read tasks' uncommitted ones) once they
+        are that old."""
 
     # -- the same for every engine -----------------------------------------------------
 
@@ -166,6 +175,15 @@ class DeltaSink(ABC):
             LOG.info("%s: batch %d already committed, skipping", self.name, batch_id)
             return False
         self._append(self.conform(data), batch_id)
+        return True
+
+    def add_files(self, files: list[TaskFile], batch_id: int) -> bool:
+        """Commit the read tasks' files of a batch once per batch id (an empty list commits
+        nothing but the batch id); returns False when the batch was already committed."""
+        if self.committed(batch_id):
+            LOG.info("%s: batch %d already committed, skipping", self.name, batch_id)
+            return False
+        self._add_files(files, batch_id)
         return True
 
     def upsert(self, data: pa.Table, batch_id: int, owned: Scope | None = None) -> bool:

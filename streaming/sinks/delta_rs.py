@@ -15,10 +15,12 @@ import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.exceptions import TableNotFoundError
 from deltalake.schema import Field
+from deltalake.transaction import AddAction
 
 from streaming.locations import is_local, local_path
 from streaming.sinks.base import DROP_COLUMN, DeltaSink, PartitionFilters, key_ranges
 from streaming.sinks.predicates import Filter, arrow_filter
+from streaming.sinks.task_files import TaskFile
 
 
 class DeltaRsTable(DeltaSink):
@@ -69,6 +71,13 @@ class DeltaRsTable(DeltaSink):
     def _append(self, data: pa.Table, batch_id: int) -> None:
         write_deltalake(self.ensure(), data, mode="append",
                         partition_by=self.partition_by, commit_properties=self._props(batch_id))
+
+    def _add_files(self, files: list[TaskFile], batch_id: int) -> None:
+        actions = [AddAction(f.path, f.size, f.partition_values, f.modification_time, True,
+                             f.stats) for f in files]
+        self.ensure().create_write_transaction(
+            actions, mode="append", schema=self.schema, partition_by=self.partition_by,
+            commit_properties=self._props(batch_id))
 
     def _merge(self, source: pa.Table, batch_id: int) -> None:
         predicate = " AND ".join([*(f"t.`{k}` = s.`{k}`" for k in self.keys),
@@ -130,9 +139,10 @@ class DeltaRsTable(DeltaSink):
         metrics = self.ensure().delete(predicate)
         return int(metrics.get("num_deleted_rows") or 0)
 
-    def vacuum(self, retain_hours: float) -> None:
+    def vacuum(self, retain_hours: float, untracked: bool = False) -> None:
+        # full: every file the log does not reference, not only those it removed
         self.ensure().vacuum(retention_hours=int(retain_hours), dry_run=False,
-                             enforce_retention_duration=False)
+                             enforce_retention_duration=False, full=untracked)
 
 
 def _literal(value: int | datetime) -> str:

@@ -236,7 +236,8 @@ class DeltaSparkTable(DeltaSink):
             return 0
         return int((latest.get("operationMetrics") or {}).get("numDeletedRows") or 0)
 
-    def vacuum(self, retain_hours: float) -> None:
+    def vacuum(self, retain_hours: float, untracked: bool = False) -> None:
+        # Delta's VACUUM removes untracked files as well, always
         table = self.ensure()
         with self._lock:
             table.vacuum(float(retain_hours))

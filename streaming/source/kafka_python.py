@@ -43,13 +43,14 @@ from pyspark.sql.datasource import (
     InputPartition,
 )
 
-from streaming.config import SecretRef
-from streaming.decode.packing import PACKED_DDL, pack
+from streaming.config import SecretRef, SignalsConfig
+from streaming.decode.packing import PACKED_DDL, pack_chunk
 from streaming.decode.records import DecodeContext, decode_record_batch
 from streaming.locations import filesystem, is_local, join
 from streaming.redact import redact_url
 from streaming.runtime.gc_policy import pace_cycle_collector
 from streaming.schemas import arrow_schema, spark_ddl
+from streaming.sinks.task_files import TaskWriter
 
 LOG = logging.getLogger("kafka_health.source")
 SOURCE_NAME = "kafka_health_kafka"
@@ -314,6 +315,11 @@ class KafkaStreamReader(DataSourceStreamReader):
         self.max_tasks = int(options["maxTasks"]) if options.get("maxTasks") else None
         self.min_records_per_task = int(options.get("minRecordsPerTask", MIN_RECORDS_PER_TASK))
         self.decode = DecodeContext.from_json(options["decode"]) if options.get("decode") else None
+        # With writeTables (a TaskWriter as JSON) the task writes its chunks' bronze and
+        # quarantine files and yields their add actions (streaming.sinks.task_files).
+        self.writer = (TaskWriter.from_json(options["writeTables"])
+                       if options.get("writeTables") else None)
+        self.signals = SignalsConfig(**json.loads(options.get("signals") or "{}"))
         self._last_end: dict[str, dict[str, int]] | None = last_checkpointed_offsets(
             options.get("checkpointLocation"), checkpoint_storage(options)
         )
@@ -483,7 +489,8 @@ class KafkaStreamReader(DataSourceStreamReader):
                     if self.decode is None:
                         yield records
                     else:
-                        yield pack(decode_record_batch(records, self.decode), records.num_rows)
+                        yield pack_chunk(decode_record_batch(records, self.decode),
+                                         records.num_rows, self.writer, self.signals)
                 consumer.unassign()  # stop prefetching past the range's end
         finally:
             consumer.close()

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
+
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -9,6 +12,7 @@ from streaming.config import Config
 from streaming.decode.records import DecodeContext
 from streaming.decode.stage import decode_stage
 from streaming.locations import is_local
+from streaming.sinks.task_files import TaskWriter
 from streaming.source.kafka_python import SOURCE_NAME, KafkaHealthKafkaSource
 
 KAFKA_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp", "timestampType",
@@ -35,15 +39,18 @@ def read_decoded_stream(spark: SparkSession, config: Config) -> DataFrame:
     """Decoded rows from either engine: the Python source decodes in its own read tasks,
     Spark's kafka source hands its records to the mapInArrow decode stage."""
     context = DecodeContext.from_config(config)
+    writer = (TaskWriter.from_config(config.delta)
+              if config.delta.bronze_writers == "read_tasks" else None)
     if config.source.engine == "spark":
-        return decode_stage(read_metrics_stream(spark, config), context)
-    return read_metrics_stream(spark, config, decode=context)
+        return decode_stage(read_metrics_stream(spark, config), context, writer, config.signals)
+    return read_metrics_stream(spark, config, decode=context, writer=writer)
 
 
 def read_metrics_stream(spark: SparkSession, config: Config,
-                        decode: DecodeContext | None = None) -> DataFrame:
+                        decode: DecodeContext | None = None,
+                        writer: TaskWriter | None = None) -> DataFrame:
     """Kafka records (Spark's kafka-source columns), or decoded rows from the Python source
-    when `decode` is given."""
+    when `decode` is given (with `writer`, the files its tasks wrote)."""
     options = source_options(config)
     if config.source.engine == "spark":
         # Spark's own source: secrets go as kafka.* options, which Spark redacts in its UI/logs.
@@ -72,5 +79,8 @@ def read_metrics_stream(spark: SparkSession, config: Config,
     options["minRecordsPerTask"] = str(config.source.min_records_per_task)
     if decode is not None:
         options["decode"] = decode.to_json()
+    if decode is not None and writer is not None:
+        options["writeTables"] = writer.to_json()  # secrets as references, never values
+        options["signals"] = json.dumps(dataclasses.asdict(config.signals))
     spark.dataSource.register(KafkaHealthKafkaSource)
     return spark.readStream.format(SOURCE_NAME).options(**options).load()

@@ -16,6 +16,13 @@ Writes tests/benchmarks/results/pipeline.json; prints the figures last.
     .venv/bin/python tests/benchmarks/bench_pipeline.py --engines --messages 1000000
 runs (2) once per source.engine x delta.engine pair instead, side by side in one run, into
 tests/benchmarks/results/pipeline-engines.json.
+
+    .venv/bin/python tests/benchmarks/bench_pipeline.py --writers --messages 2000000
+runs (1), then (2) with bronze written by the driver (delta.bronze_writers: driver) and by
+the read tasks (read_tasks), alternating RUNS times each in one Spark session, into
+tests/benchmarks/results/pipeline-writers.json: samples/s, ratio to raw, and the driver's
+CPU per sample (its Python plus the JVM, which on local[2] also hosts the executors'
+task threads; the read tasks' Python workers are counted apart).
 """
 
 from __future__ import annotations
@@ -47,10 +54,11 @@ REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from tests.benchmarks.proctree import tree_cpu_seconds  # noqa: E402
+from tests.benchmarks.proctree import cpu_by_role, tree_cpu_seconds  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "pipeline.json"
 ENGINE_RESULTS = RESULTS.with_name("pipeline-engines.json")
+WRITER_RESULTS = RESULTS.with_name("pipeline-writers.json")
 PARTITIONS = 3
 
 
@@ -170,18 +178,26 @@ def records_in(progress: Any) -> int:
                for topic, parts in end.items() for p, last in parts.items())
 
 
+def per_sample(cpu: list[dict[str, float]], samples: int) -> dict[str, float]:
+    """CPU µs a sample per key between the first and the last of `cpu`'s snapshots."""
+    return {kind: round((cpu[-1][kind] - cpu[0].get(kind, 0.0)) / max(samples, 1) * 1e6, 2)
+            for kind in cpu[-1]}
+
+
 def rate_figures(first_end: float, last_end: float, after_first: int,
-                 cpu: list[dict[str, float]]) -> dict[str, Any]:
+                 cpu: list[dict[str, float]],
+                 roles: list[dict[str, float]] | None = None) -> dict[str, Any]:
     """Samples/s from the first batch's end to the last's, and the process tree's CPU over
-    the same span (`cpu`: tree_cpu_seconds at each batch's end). On 2 cores samples/s can
-    be at most 2 / (CPU seconds a sample)."""
+    the same span (`cpu`: tree_cpu_seconds at each batch's end; `roles`: cpu_by_role
+    there). On 2 cores samples/s can be at most 2 / (CPU seconds a sample)."""
     span = max(last_end - first_end, 1e-9)
-    return {"records_after_first_batch": after_first, "seconds": last_end - first_end,
-            "samples_per_s": after_first / span,
-            "cpu_us_per_sample": {kind: round((cpu[-1][kind] - cpu[0].get(kind, 0.0))
-                                              / max(after_first, 1) * 1e6, 2)
-                                  for kind in cpu[-1]},
-            "cores_busy": (cpu[-1]["total"] - cpu[0]["total"]) / span}
+    figures = {"records_after_first_batch": after_first, "seconds": last_end - first_end,
+               "samples_per_s": after_first / span,
+               "cpu_us_per_sample": per_sample(cpu, after_first),
+               "cores_busy": (cpu[-1]["total"] - cpu[0]["total"]) / span}
+    if roles:
+        figures["cpu_us_per_sample_by_role"] = per_sample(roles, after_first)
+    return figures
 
 
 def full_job(bootstrap: str, topic: str, total: int, cap: int,
@@ -223,11 +239,13 @@ def full_job(bootstrap: str, topic: str, total: int, cap: int,
     try:
         batches = []
         cpu: list[dict[str, float]] = []  # process tree CPU seconds at each batch's end
+        roles: list[dict[str, float]] = []  # the same per role (driver, executors, ...)
         while sum(rows for _, rows in batches) < total:
             progress = job.query.lastProgress
             if progress and (not batches or progress["batchId"] != batches[-1][0][0]):
                 batches.append(((progress["batchId"], time.time()), records_in(progress)))
                 cpu.append(tree_cpu_seconds(os.getpid()))
+                roles.append(cpu_by_role(os.getpid()))
             if not job.query.isActive:
                 raise SystemExit(f"query stopped: {job.query.exception()}")
             time.sleep(0.2)
@@ -242,7 +260,7 @@ def full_job(bootstrap: str, topic: str, total: int, cap: int,
     after_first = sum(rows for _, rows in batches[1:])
     shutil.rmtree(work, ignore_errors=True)
     result: dict[str, Any] = {
-        "batches": len(batches), **rate_figures(first_end, last_end, after_first, cpu),
+        "batches": len(batches), **rate_figures(first_end, last_end, after_first, cpu, roles),
         # seconds per step summed over the measured batches (all but the first); the
         # signal steps overlap the next batch's read, so they do not add up to the time
         "step_seconds": {name: round(sum(s.get(name, 0.0) for s in measured), 2)
@@ -290,9 +308,18 @@ def main() -> None:
                         help="instead of the default job: the job once per source.engine x "
                              "delta.engine pair (python/spark x delta-rs/delta-spark) in one "
                              "session; writes results/pipeline-engines.json")
+    parser.add_argument("--writers", action="store_true",
+                        help="instead of the default job: the job with bronze written by the "
+                             "driver and by the read tasks, alternating, in one session; "
+                             "writes results/pipeline-writers.json")
+    parser.add_argument("--rounds", type=int, default=2,
+                        help="with --writers: runs of each writer mode, alternating")
     args = parser.parse_args()
     if args.engines:
         compare_engines(args)
+        return
+    if args.writers:
+        compare_writers(args)
         return
     start = time.time() - 3600
     with metrics_cluster() as broker:
@@ -341,6 +368,57 @@ def compare_engines(args: argparse.Namespace) -> None:
               f"({job['samples_per_s'] / raw['samples_per_s']:.0%} of raw), "
               f"{job['cpu_us_per_sample']['total']:.2f} CPU us a sample; slowest steps "
               + ", ".join(f"{k} {v:.1f}s" for k, v in steps))
+
+
+def driver_cpu(job: dict[str, Any]) -> float:
+    """CPU µs a sample of the driver's Python and its JVM (proctree.role_of; on local[N]
+    the executors' task threads run in that JVM too, so this is an upper bound)."""
+    per = job["cpu_us_per_sample_by_role"]
+    return per.get("driver-python", 0.0) + per.get("driver-jvm", 0.0)
+
+
+def compare_writers(args: argparse.Namespace) -> None:
+    from streaming.config import load_config
+    from streaming.runtime.spark_session import build_spark
+
+    start = time.time() - 3600
+    runs: list[dict[str, Any]] = []
+    with metrics_cluster() as broker:
+        topic = "bench-metrics"
+        create_topic(broker.bootstrap, topic, partitions=PARTITIONS)
+        size = prefill(broker.bootstrap, topic, single_sample_stream(args.messages, start))
+        raw = raw_limit(broker.bootstrap, topic, args.messages)
+        spark = build_spark(load_config(None, environ={
+            "KAFKA_HEALTH__SOURCE__BOOTSTRAP_SERVERS": broker.bootstrap}))
+        try:
+            for _ in range(args.rounds):
+                for writers in ("driver", "read_tasks"):
+                    job = full_job(broker.bootstrap, topic, args.messages, args.cap,
+                                   trigger_seconds=args.trigger_seconds, spark=spark,
+                                   environ={"KAFKA_HEALTH__DELTA__BRONZE_WRITERS": writers})
+                    runs.append({"writers": writers, **job})
+                    print(f"  {writers:10} {job['samples_per_s']:>9,.0f} samples/s "
+                          f"({job['samples_per_s'] / raw['samples_per_s']:.0%} of raw), "
+                          f"driver {driver_cpu(job):.2f} CPU us a sample", flush=True)
+        finally:
+            spark.stop()
+
+    def best(writers: str) -> dict[str, Any]:
+        return max((r for r in runs if r["writers"] == writers), key=lambda r: r["samples_per_s"])
+
+    summary = {writers: {"samples_per_s": best(writers)["samples_per_s"],
+                         "ratio_to_raw": best(writers)["samples_per_s"] / raw["samples_per_s"],
+                         "driver_cpu_us_per_sample": min(
+                             driver_cpu(r) for r in runs if r["writers"] == writers)}
+               for writers in ("driver", "read_tasks")}
+    summary["speedup"] = (summary["read_tasks"]["samples_per_s"]
+                          / summary["driver"]["samples_per_s"])
+    result = {"messages": args.messages, "message_bytes_avg": size, "cap": args.cap,
+              "raw": raw, "summary": summary, "runs": runs}
+    WRITER_RESULTS.write_text(json.dumps(result, indent=2))
+    print(f"{args.messages} single-sample Jolokia messages, {size:.0f} B each, {args.cap} a "
+          f"batch; raw consume+decode {raw['samples_per_s']:,.0f} samples/s")
+    print(json.dumps(summary, indent=2))
 
 
 if __name__ == "__main__":

@@ -11,7 +11,16 @@ start-up), as in bench_pipeline. The driver's REST API confirms how many executo
 tasks and how long; per-step seconds show what stays on the driver.
 
     .venv/bin/python tests/benchmarks/bench_scaleout.py --messages 300000
-Writes tests/benchmarks/results/scaleout.json; prints the ratio last.
+Writes tests/benchmarks/results/scaleout.json; prints the ratio last. `--writers` picks
+delta.bronze_writers (default read_tasks: the executors write bronze and send partials).
+
+Each process's CPU a sample (tests/benchmarks/proctree.role_of: the driver's Python and
+JVM, the executor JVMs, their Python workers, the cluster's daemons, the broker) gives the
+projection: one executor core does 1 / (executor JVM + Python worker CPU a sample)
+samples/s, the driver at most 1 / (its Python + JVM CPU a sample), so N executors reach
+min(N x the first, the second). On this 2-core machine the broker, the driver and the
+executors share the cores, so the measured 2-executor figure cannot show the projection;
+the CPU per sample of each process can.
 """
 
 from __future__ import annotations
@@ -39,7 +48,7 @@ RESULTS = Path(__file__).resolve().parent / "results" / "scaleout.json"
 
 
 def run_on(cluster: StandaloneCluster, want_executors: int, bootstrap: str, topic: str,
-           total: int, cap: int) -> dict[str, Any]:
+           total: int, cap: int, writers: str) -> dict[str, Any]:
     """The full job against `cluster`; fails unless exactly `want_executors` ran tasks."""
     conf = driver_ui_conf(free_port())
     ui_port = int(conf["spark.ui.port"])
@@ -63,6 +72,7 @@ def run_on(cluster: StandaloneCluster, want_executors: int, bootstrap: str, topi
     result = full_job(bootstrap, topic, total, cap, observe=observe, environ={
         "KAFKA_HEALTH__SPARK__MASTER": cluster.url,
         "KAFKA_HEALTH__SPARK__CONF": json.dumps(conf),
+        "KAFKA_HEALTH__DELTA__BRONZE_WRITERS": writers,
     })
     result["load_avg_1m"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
     observed = result["observed"]
@@ -76,6 +86,8 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=300_000)
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--cap", type=int, default=50_000, help="maxOffsetsPerTrigger")
+    parser.add_argument("--writers", choices=("driver", "read_tasks"), default="read_tasks",
+                        help="delta.bronze_writers")
     args = parser.parse_args()
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"  # the driver in this process: loopback, like the cluster
     messages = single_sample_messages(args.messages, time.time() - 3600)
@@ -87,9 +99,9 @@ def main() -> None:
         create_topic(broker.bootstrap, topic, partitions=args.partitions)
         prefill(broker.bootstrap, topic, messages, partitions=args.partitions)
         cluster.start(workers=1)
-        one = run_on(cluster, 1, broker.bootstrap, topic, total, args.cap)
+        one = run_on(cluster, 1, broker.bootstrap, topic, total, args.cap, args.writers)
         cluster.add_worker()
-        two = run_on(cluster, 2, broker.bootstrap, topic, total, args.cap)
+        two = run_on(cluster, 2, broker.bootstrap, topic, total, args.cap, args.writers)
     shutil.rmtree(work, ignore_errors=True)  # the daemons' logs; kept when a run failed
     ratio = two["samples_per_s"] / one["samples_per_s"]
     result = {
@@ -97,7 +109,9 @@ def main() -> None:
         "partitions": args.partitions, "cap": args.cap,
         "cluster": "Spark standalone on loopback, workers of 1 core and 1 GB each; driver here",
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "writers": args.writers,
         "executors_1": one, "executors_2": two, "ratio": ratio,
+        "projection": projection(two),
     }
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(result, indent=2))
@@ -107,6 +121,24 @@ def main() -> None:
               f"first); steps {run['step_seconds']}; load {run['load_avg_1m']}")
     print(f"{args.messages} single-sample Jolokia messages of {size:.0f} B on {args.partitions} "
           f"partitions: 2 executors / 1 executor = {ratio:.2f}")
+    print(json.dumps(result["projection"], indent=2))
+
+
+def projection(run: dict[str, Any]) -> dict[str, Any]:
+    """Per-executor-core and driver limits from each process's CPU a sample, and the
+    projected samples/s for N executors (see the module docstring)."""
+    per = run["cpu_us_per_sample_by_role"]
+    executors = len(run["observed"]["executors"])
+    executor_us = (per.get("executor-jvm", 0.0) + per.get("python-worker", 0.0)) / executors
+    driver_us = per.get("driver-python", 0.0) + per.get("driver-jvm", 0.0)
+    core_rate = 1e6 / executor_us if executor_us > 0 else float("inf")
+    driver_rate = 1e6 / driver_us if driver_us > 0 else float("inf")
+    return {"cpu_us_per_sample": per, "executor_core_us_per_sample": round(executor_us, 2),
+            "driver_us_per_sample": round(driver_us, 2),
+            "executor_core_samples_per_s": round(core_rate),
+            "driver_limit_samples_per_s": round(driver_rate),
+            "projected_samples_per_s": {n: round(min(n * core_rate, driver_rate))
+                                        for n in (1, 2, 4, 8, 16, 32)}}
 
 
 if __name__ == "__main__":

@@ -49,6 +49,30 @@ def kind_of(cmdline: str) -> str:
             else "python-worker" if "pyspark" in cmdline else "python-driver")
 
 
+def role_of(process: Process, root_pid: int) -> str:
+    """A finer kind for the scale-out figures: the driver's Python and JVM, executor JVMs,
+    a standalone cluster's master and worker daemons, Python workers, the broker."""
+    if process.pid == root_pid:
+        return "driver-python"
+    if process.kind != "jvm":
+        return process.kind
+    if "CoarseGrainedExecutorBackend" in process.cmdline:
+        return "executor-jvm"
+    if "deploy.master.Master" in process.cmdline or "deploy.worker.Worker" in process.cmdline:
+        return "spark-daemon"
+    return "driver-jvm"  # local[N]: the executors' task threads run in it too
+
+
+def cpu_by_role(root_pid: int) -> dict[str, float]:
+    """CPU seconds so far per role_of below root_pid (inclusive), and the total."""
+    out: dict[str, float] = {}
+    for process in process_tree(root_pid):
+        role = role_of(process, root_pid)
+        out[role] = out.get(role, 0.0) + process.cpu_seconds
+    out["total"] = sum(out.values())
+    return out
+
+
 def process_tree(root_pid: int) -> list[Process]:
     """root_pid and every process below it."""
     children: dict[int, list[int]] = {}

@@ -1,7 +1,12 @@
-"""SIGKILL at exact places between Delta commits and at random times, seven runs in a row,
+"""SIGKILL at exact places between Delta commits and at random times, eight runs in a row,
 with the checkpoint and every table on an S3-compatible server (the deployment's object
 store; a local checkpoint's restart is tests/integration/test_restart.py): the tables end
-equal to an uninterrupted run over the same input."""
+equal to an uninterrupted run over the same input.
+
+The crashed job's read tasks write bronze and quarantine (delta.bronze_writers:
+read_tasks, to S3 with the secret key by reference), the uninterrupted one's driver does:
+so the tables of the two ways are compared too. A kill between the tasks' writes and the
+driver's commit leaves files no commit references; the vacuum removes them."""
 
 from __future__ import annotations
 
@@ -10,9 +15,13 @@ import random
 import signal
 import time
 
+import pyarrow.fs as pafs
 import pytest
+from deltalake import DeltaTable
 
 from streaming.config import load_config
+from streaming.locations import filesystem, join
+from streaming.sinks.delta_rs import DeltaRsTable
 from tests.conftest import wait_for
 from tests.integration.helpers import (
     assert_same_tables,
@@ -30,7 +39,7 @@ pytestmark = pytest.mark.integration
 PER_TRIGGER = 2
 
 
-def test_six_kills_on_object_storage_leave_tables_equal_to_an_uninterrupted_run(
+def test_seven_kills_on_object_storage_leave_tables_equal_to_an_uninterrupted_run(
         broker, topic, tmp_path, spark, monkeypatch):
     sim = faulted_simulation(broker.bootstrap, topic, minutes=6)
     expected = sim.truth.samples_total
@@ -49,11 +58,27 @@ def test_six_kills_on_object_storage_leave_tables_equal_to_an_uninterrupted_run(
         assert_same_tables(root, reference / "delta", got_options=options)
         assert len(comparable(root, "incidents", options)) > 0, (
             "the scenario must produce incidents")
+        orphans = untracked(root, "bronze", options)
+        assert orphans, "the kill between the tasks' writes and the commit left no files"
+        DeltaRsTable(root, "bronze", "test", options).vacuum(0, untracked=True)
+        assert not untracked(root, "bronze", options)
+        assert_same_tables(root, reference / "delta", got_options=options, names=("bronze",))
+
+
+def untracked(root: str, table: str, options: dict[str, str]) -> set[str]:
+    """Parquet files in a table's folder that its log does not reference."""
+    location = join(root, table)
+    tracked = {uri.rsplit("/", 1)[-1]
+               for uri in DeltaTable(location, storage_options=options).file_uris()}
+    fs, path = filesystem(location, options)
+    found = fs.get_file_info(pafs.FileSelector(path, recursive=True))
+    return {info.base_name for info in found if info.base_name.endswith(".parquet")
+            and "_delta_log" not in info.path} - tracked
 
 
 def crash_and_recover(endpoint: str, broker, topic: str, tmp_path, expected: int,
                       monkeypatch) -> None:
-    """Kill `kafka-health run` six times (four at failpoints between commits, two at random
+    """Kill `kafka-health run` seven times (five at failpoints between commits, two at random
     moments after a restart), then run it to the end. Spark's checkpoint goes through S3A
     (s3a://), delta-rs through s3://, both with the options of delta.storage_options (the
     secret key by reference, from the environment)."""
@@ -64,6 +89,7 @@ def crash_and_recover(endpoint: str, broker, topic: str, tmp_path, expected: int
         tmp_path / "crashed", broker.bootstrap, topic, max_offsets=PER_TRIGGER,
         spark={"checkpoint": f"s3a://{BUCKET}/crashed/checkpoint"},
         delta={"path": f"s3://{BUCKET}/crashed/delta", "storage_options": options,
+               "bronze_writers": "read_tasks",
                "storage_secrets": {"AWS_SECRET_ACCESS_KEY": {"env": "KH_TEST_S3_SECRET"}}})
     readable = {**options, "AWS_SECRET_ACCESS_KEY": SECRET}
     root, log = f"s3://{BUCKET}/crashed/delta", tmp_path / "crashed.log"
@@ -73,7 +99,8 @@ def crash_and_recover(endpoint: str, broker, topic: str, tmp_path, expected: int
 
     kills = 0
     # signals_deferred: bronze and Spark's commit in, no signal written by their thread yet
-    for failpoint in ("bronze_committed:2", "broker_signals_committed:2",
+    # task_files_written: the read tasks' files are written, the driver has not committed
+    for failpoint in ("task_files_written:2", "bronze_committed:2", "broker_signals_committed:2",
                       "incidents_committed:3", "signals_deferred:3"):
         os.environ["KAFKA_HEALTH_FAILPOINTS"] = failpoint
         try:
@@ -94,5 +121,5 @@ def crash_and_recover(endpoint: str, broker, topic: str, tmp_path, expected: int
         os.killpg(job.pid, signal.SIGKILL)
         job.wait(30)
         kills += 1
-    assert kills == 6 and bronze() < expected, "the kills came too late"
+    assert kills == 7 and bronze() < expected, "the kills came too late"
     run_to_end(config, root, expected, log, storage_options=readable)

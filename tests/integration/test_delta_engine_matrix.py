@@ -1,6 +1,7 @@
 """The engine matrix (issue 28): `kafka-health run` over one topic of the one-node metrics
 cluster with each source.engine (python, spark) and each delta.engine (delta-rs,
-delta-spark) ends with the same rows in every table.
+delta-spark), and with bronze written by the read tasks (delta.bronze_writers, issue 29),
+ends with the same rows in every table.
 
 Compared as tests/integration/helpers.assert_same_tables does: every table the job derives
 from its input, rows sorted, without the wall-clock columns (ingest_ts: when a record was
@@ -27,6 +28,14 @@ pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
 SOURCES = ("python", "spark")
 SINKS = ("delta-rs", "delta-spark")
+# Who writes bronze and quarantine: the driver, or the read tasks (delta-rs commits their
+# files); the runs are named source-sink, plus "-read_tasks" for the latter.
+RUNS = [(source, sink, "driver") for source in SOURCES for sink in SINKS] + [
+    (source, "delta-rs", "read_tasks") for source in SOURCES]
+
+
+def run_name(source: str, sink: str, writers: str) -> str:
+    return f"{source}-{sink}" + ("" if writers == "driver" else f"-{writers}")
 TIMEOUT = 600  # seconds for one pair's run: a deadline, on a busy 2-core machine
 
 
@@ -38,10 +47,10 @@ def test_every_source_and_delta_engine_write_the_same_tables(broker, topic, tmp_
         pytest.skip(f"a JVM component is not resolved: {err}")
     sim = faulted_simulation(broker.bootstrap, topic, minutes=6)
     # 40 records a batch: two batches, and the second MERGEs into windows of the first
-    configs = [config_file(tmp_path / f"{source}-{sink}", broker.bootstrap, topic,
-                           max_offsets=40, trigger_seconds=0.5, source={"engine": source},
-                           delta={"engine": sink})
-               for source in SOURCES for sink in SINKS]
+    configs = [config_file(tmp_path / run_name(*run), broker.bootstrap, topic,
+                           max_offsets=40, trigger_seconds=0.5, source={"engine": run[0]},
+                           delta={"engine": run[1], "bronze_writers": run[2]})
+               for run in RUNS]
     done = subprocess.run(
         [sys.executable, "-m", "tests.integration.engine_matrix_runs", str(tmp_path),
          str(sim.truth.samples_total), str(TIMEOUT), *map(str, configs)],
@@ -52,11 +61,9 @@ def test_every_source_and_delta_engine_write_the_same_tables(broker, topic, tmp_
     baseline = tmp_path / "python-delta-rs" / "delta"
     assert len(comparable(baseline, "incidents")) > 0, "the scenario must open incidents"
     assert len(comparable(baseline, "broker_signals")) > 0
-    for source in SOURCES:
-        for sink in SINKS:
-            if (source, sink) == ("python", "delta-rs"):
-                continue
-            try:
-                assert_same_tables(tmp_path / f"{source}-{sink}" / "delta", baseline)
-            except AssertionError as err:
-                raise AssertionError(f"source {source}, delta {sink}: {err}") from err
+    for run in RUNS[1:]:
+        try:
+            assert_same_tables(tmp_path / run_name(*run) / "delta", baseline)
+        except AssertionError as err:
+            raise AssertionError(f"source {run[0]}, delta {run[1]}, bronze written by "
+                                 f"{run[2]}: {err}") from err

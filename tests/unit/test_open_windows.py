@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from streaming.config import Config
@@ -22,6 +23,8 @@ from streaming.decode.packing import pack
 from streaming.pipeline.batch import BatchProcessor
 from streaming.pipeline.recovery import PendingMarker
 from streaming.schemas import arrow_schema, decoded_arrow_schema
+from streaming.signals.broker import SIGNAL_METRICS
+from streaming.signals.incremental import chunk_parts
 from tests.conftest import wait_for
 from tests.integration.helpers import assert_same_tables, comparable
 
@@ -98,26 +101,53 @@ def processor(root: Path, incremental: bool) -> BatchProcessor:
     return BatchProcessor(config, exporter=None)
 
 
+def from_chunks(proc: BatchProcessor, bronze: pa.Table, batch_id: int,
+                rng: random.Random) -> None:
+    """The batch as the read tasks send it (delta.bronze_writers: read_tasks): cut into
+    chunks at random, each reduced to its counter samples and its gauges' partials."""
+    cuts = sorted(rng.sample(range(1, bronze.num_rows), min(3, bronze.num_rows - 1)))
+    bounds = [0, *cuts, bronze.num_rows]
+    signals = bronze.filter(pc.is_in(bronze["metric"], pa.array(SIGNAL_METRICS)))
+    parts = [chunk_parts(signals.slice(lo, hi - lo), proc.config.signals)
+             for lo, hi in zip(bounds, bounds[1:], strict=False) if lo < signals.num_rows]
+    counters = pa.concat_tables([counters for counters, _, _ in parts])
+    held = proc.stages.held_from_parts(counters, [p for _, p, _ in parts],
+                                       [s for _, _, s in parts])
+    proc.stages.signals_for(*proc.stages.touched(bronze), batch_id, held)
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, list[bool]]:
+    """The sequence through three processors: held windows fed the batch's samples, held
+    windows fed the read tasks' partials, and recomputing everything from bronze."""
     root = tmp_path_factory.mktemp("open-windows")
-    held, recomputing = processor(root / "held", True), processor(root / "recomputed", False)
+    held, parts = processor(root / "held", True), processor(root / "parts", True)
+    recomputing = processor(root / "recomputed", False)
     answered: list[bool] = []
+    rng = random.Random(11)
     offset = 0
     sequence = batches()
     for batch_id, rows in enumerate(sequence):
         bronze = as_bronze(rows, offset)
         offset += len(rows)
         replay = batch_id == len(sequence) // 2  # the same batch again, as after a failure
-        for proc in (held, recomputing):
+        for proc in (held, parts, recomputing):
             for bid in ([batch_id, batch_id] if replay else [batch_id]):
                 proc.stages.timings = {}
                 proc.stages.open_windows.begin(bid)
                 proc.tables["bronze"].append(bronze, bid)  # a replay's append is a no-op
-                proc.stages.update_signals(bronze, bid)
-                if proc is held:
+                if proc is parts:
+                    from_chunks(proc, bronze, bid, rng)
+                else:
+                    proc.stages.update_signals(bronze, bid)
+                if proc is not recomputing:
                     answered.append("slice" not in proc.stages.timings)
     return root / "held", root / "recomputed", answered
+
+
+def test_partials_from_the_read_tasks_equal_the_recomputed_tables(runs) -> None:
+    _, recomputed, _ = runs
+    assert_same_tables(recomputed.with_name("parts"), recomputed, names=DERIVED)
 
 
 def test_every_table_equals_the_recomputed_one(runs) -> None:
@@ -132,8 +162,9 @@ def test_every_table_equals_the_recomputed_one(runs) -> None:
 def test_most_batches_are_answered_from_held_windows(runs) -> None:
     _, _, answered = runs
     # the first batch, the new cluster, the replay, the very late gauge and the stale
-    # counter recompute; everything else comes from the held windows
-    assert sum(answered) >= len(answered) - 8
+    # counter recompute; everything else comes from the held windows (both ways of
+    # feeding them, so twice)
+    assert sum(answered) >= len(answered) - 16
     assert not answered[0]
 
 
