@@ -253,10 +253,11 @@ class SignalsConfig:
 class DeltaConfig:
     engine: str = "delta-rs"
     path: str = "data/delta"
-    # Who writes bronze and quarantine: the driver (after the decoded rows cross to it), or
-    # the read tasks (each writes its own Parquet files; the driver commits their add
-    # actions in one transaction and sees only the signal samples and a summary).
-    bronze_writers: str = "driver"
+    # Who writes bronze and quarantine: the read tasks (each writes its own Parquet files
+    # and reduces its signal samples to partials; the driver commits the files' add actions
+    # in one transaction) or the driver (every decoded sample crosses to it). Unset: the
+    # read tasks with delta-rs, the driver with delta-spark.
+    bronze_writers: str | None = None
     compact_every_n_batches: int = 200
     # Days each table keeps (bronze by its date partition, quarantine by ingest_ts,
     # dq_results by evaluated_at); a table left out or null keeps everything.
@@ -291,23 +292,31 @@ class DeltaConfig:
                 f"{path}.engine: {self.engine!r} is not valid; use 'delta-rs' (the default: "
                 "the driver writes, with delta.storage_options) or 'delta-spark' (Spark's "
                 "executors write, through Spark's Hadoop file systems)")
-        if self.bronze_writers not in ("driver", "read_tasks"):
-            raise ConfigError(
-                f"{path}.bronze_writers: {self.bronze_writers!r} is not valid; use 'driver' "
-                "(the default) or 'read_tasks' (the read tasks write bronze and quarantine "
-                "files, the driver commits them: the per-sample work leaves the driver)")
-        if self.bronze_writers == "read_tasks" and self.engine != "delta-rs":
-            raise ConfigError(f"{path}.bronze_writers: read_tasks commits the tasks' files "
-                              "with delta-rs: it needs delta.engine: delta-rs")
-        if self.bronze_writers == "read_tasks" and self.vacuum_retain_hours < 1:
-            # the vacuum removes files no commit references: with less, it could remove
-            # the files the read tasks are writing for a batch not yet committed
-            raise ConfigError(f"{path}.vacuum_retain_hours: must be >= 1 with "
-                              "bronze_writers: read_tasks")
         if self.engine == "delta-spark" and scheme(self.path) == "s3":
             # Hadoop has no s3:// file system; its S3 connector is s3a://
             raise ConfigError(f"{path}.path: delta-spark writes through Hadoop, which reads "
                               f"S3 as s3a://, not s3://: use {'s3a' + self.path[2:]!r}")
+        if self.bronze_writers not in (None, "driver", "read_tasks"):
+            raise ConfigError(
+                f"{path}.bronze_writers: {self.bronze_writers!r} is not valid; use "
+                "'read_tasks' (the read tasks write bronze and quarantine files, the driver "
+                "commits them: the per-sample work leaves the driver; the default with "
+                "delta-rs) or 'driver' (every sample crosses to the driver, which writes)")
+        if self.bronze_writers == "read_tasks" and self.engine != "delta-rs":
+            raise ConfigError(f"{path}.bronze_writers: read_tasks commits the tasks' files "
+                              "with delta-rs: it needs delta.engine: delta-rs")
+        if self.writers() == "read_tasks" and self.vacuum_retain_hours < 1:
+            # the vacuum removes files no commit references: with less, it could remove
+            # the files the read tasks are writing for a batch not yet committed
+            raise ConfigError(f"{path}.vacuum_retain_hours: must be >= 1 while the read "
+                              f"tasks write bronze ({path}.bronze_writers: read_tasks, the "
+                              "default with delta-rs); or set bronze_writers: driver")
+
+    def writers(self) -> str:
+        """Who writes bronze and quarantine: bronze_writers, or its default for the engine."""
+        if self.bronze_writers is not None:
+            return self.bronze_writers
+        return "read_tasks" if self.engine == "delta-rs" else "driver"
 
     def storage(self) -> dict[str, str]:
         """delta-rs storage options with secrets resolved; never log the result."""

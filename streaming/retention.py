@@ -62,7 +62,7 @@ class Retention:
                 table = tables[name]
                 deleted[name] = table.delete_where(predicate(name, now - timedelta(days=days)))
                 table.vacuum(self.config.vacuum_retain_hours,
-                             untracked=self.config.bronze_writers == "read_tasks")
+                             untracked=self.config.writers() == "read_tasks")
             except Exception as err:  # maintenance must never stop the stream
                 LOG.warning("retention of %s failed (tried again in %.0f s): %s", name,
                             self.config.retention_every_seconds, err)

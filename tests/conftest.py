@@ -66,9 +66,9 @@ def job_env(broker: Any, topic: str, tmp_path: Path) -> dict[str, str]:
         "KAFKA_HEALTH__DELTA__PATH": str(tmp_path / "delta"),
         "KAFKA_HEALTH__QUALITY__MAX_TIMESTAMP_SKEW_SECONDS": "86400",
         "KAFKA_HEALTH__SIGNALS__SCRAPE_INTERVAL_SECONDS": "15",
-        # KH_TEST_BRONZE_WRITERS=read_tasks runs the scenarios with the read tasks writing
-        "KAFKA_HEALTH__DELTA__BRONZE_WRITERS": os.environ.get("KH_TEST_BRONZE_WRITERS",
-                                                              "driver"),
+        # KH_TEST_BRONZE_WRITERS=driver runs the scenarios with the driver writing bronze
+        **({"KAFKA_HEALTH__DELTA__BRONZE_WRITERS": os.environ["KH_TEST_BRONZE_WRITERS"]}
+           if os.environ.get("KH_TEST_BRONZE_WRITERS") else {}),
     }
 
 

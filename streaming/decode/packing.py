@@ -6,24 +6,33 @@ decoded sample is converted Arrow -> Spark row in the executor and row -> Arrow 
 `toArrow()`, ~0.45 s of JVM time per 250k samples on two cores; carried as one blob per
 chunk of up to 10k records the JVM moves a few dozen byte arrays instead. Each blob also
 says how many Kafka records it came from, so the job counts records, not blobs.
+
+When the read tasks write bronze and quarantine (delta.bronze_writers: read_tasks), a
+chunk's row carries what the driver needs instead of its samples: the files' add actions,
+a summary of the rows they hold, the partials of its gauge signal samples and its counter
+signal samples (`pack_chunk`, `unpack_written`). Per chunk that is a few rows per
+(cluster, broker, window), not one per sample.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import logging
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from streaming import failpoints
 from streaming.config import SignalsConfig
 from streaming.schemas import decoded_arrow_schema
 from streaming.signals.broker import SIGNAL_METRICS
 from streaming.signals.incremental import chunk_parts
 from streaming.sinks.task_files import TaskFile, TaskWriter
 
+LOG = logging.getLogger("kafka_health.packing")
 PACKED_DDL = ("`records` BIGINT, `decoded` BINARY, `summary` BINARY, `partials` BINARY, "
               "`segments` BINARY, `files` STRING")
 PACKED_SCHEMA = pa.schema([("records", pa.int64()), ("decoded", pa.binary()),
@@ -56,16 +65,17 @@ def _binary(blob: pa.Buffer | None) -> pa.Array:
 
 
 def pack(decoded: pa.RecordBatch | pa.Table, records: int,
-         written: tuple[pa.Table, pa.Table, pa.Table, str] | None = None) -> pa.RecordBatch:
+         written: tuple[pa.Table, pa.Table | None, pa.Table | None, str] | None = None
+         ) -> pa.RecordBatch:
     """One packed row: the decoded rows as an Arrow IPC stream and its record count. When
     the read task wrote the chunk's files, `written` is (summary, partials, segments,
     files): the summary of the rows the files hold, the partials and segments of the
-    chunk's gauge signal samples, and the files' add actions as JSON; `decoded` then
-    carries only the counter signal samples."""
-    blobs = [None, None, None] if written is None else [_ipc(t) for t in written[:3]]
+    chunk's gauge signal samples (None when they could not be made), and the files' add
+    actions as JSON; `decoded` then carries only the signal samples not in partials."""
+    tables = (None, None, None) if written is None else written[:3]
     return pa.RecordBatch.from_arrays(
         [pa.array([records], pa.int64()), _binary(_ipc(decoded)),
-         *(_binary(blob) for blob in blobs),
+         *(_binary(None if table is None else _ipc(table)) for table in tables),
          pa.array([None if written is None else written[3]], pa.string())],
         schema=PACKED_SCHEMA)
 
@@ -145,7 +155,7 @@ class WrittenBatch:
     """A batch whose read tasks wrote its files: what reaches the driver."""
 
     records: int
-    rows: pa.Table  # the counter signal samples, decoded schema
+    rows: pa.Table  # the signal samples not in partials (the counters), decoded schema
     summary: pa.Table  # SUMMARY_SCHEMA, every chunk's
     partials: list[pa.Table]  # per chunk: the partials of its gauge signal samples
     segments: list[pa.Table]  # per chunk: its NumLogSegments partials
@@ -173,7 +183,7 @@ def unpack_written(packed: pa.Table) -> WrittenBatch | None:
 
 def pack_chunk(decoded: pa.RecordBatch | pa.Table, records: int, writer: TaskWriter | None,
                signals: SignalsConfig) -> pa.RecordBatch:
-    """A read task's output for one decoded chunk: the rows themselves, or, when the task
+    """A read task's output for decoded rows: the rows themselves, or, when the task
     writes (`writer`), its files' add actions, the summary, the partials of its gauge
     signal samples and its counter signal samples."""
     if writer is None:
@@ -181,6 +191,43 @@ def pack_chunk(decoded: pa.RecordBatch | pa.Table, records: int, writer: TaskWri
     if isinstance(decoded, pa.RecordBatch):
         decoded = pa.Table.from_batches([decoded])
     files = writer.write(decoded)
-    counters, partials, segments = chunk_parts(signal_rows(decoded), signals)
-    return pack(counters, records, (summarize(decoded, signals.window_seconds), partials,
-                                    segments, json.dumps([f.to_json() for f in files])))
+    samples = signal_rows(decoded)
+    partials: pa.Table | None = None
+    segments: pa.Table | None = None
+    try:
+        failpoints.poisoned(samples)
+        samples, partials, segments = chunk_parts(samples, signals)
+    except Exception:  # the driver reduces them, and finds a poison record if one fails it
+        LOG.exception("a read task could not reduce its signal samples to partials: they "
+                      "go to the driver whole")
+    return pack(samples, records, (summarize(decoded, signals.window_seconds), partials,
+                                   segments, json.dumps([f.to_json() for f in files])))
+
+
+# Decoded rows a read task gathers before it writes and reduces them: the partials' and
+# the summary's fixed cost per call is a third of their cost at 10k rows (one decoded
+# chunk) and a few % at 100k, and fewer, larger files suit Delta's readers. The bound
+# keeps a task's memory at about 100k decoded rows (tens of MB).
+GATHER_ROWS = 100_000
+
+
+def pack_chunks(chunks: Iterable[tuple[pa.RecordBatch | pa.Table, int]],
+                writer: TaskWriter | None, signals: SignalsConfig,
+                gather_rows: int = GATHER_ROWS) -> Iterator[pa.RecordBatch]:
+    """pack_chunk over a task's decoded chunks ((rows, Kafka records) each); when the task
+    writes, chunks are gathered up to `gather_rows` decoded rows first."""
+    if writer is None:
+        for decoded, records in chunks:
+            yield pack(decoded, records)
+        return
+    held: list[pa.Table] = []
+    held_records = 0
+    for decoded, records in chunks:
+        held.append(pa.Table.from_batches([decoded]) if isinstance(decoded, pa.RecordBatch)
+                    else decoded)
+        held_records += records
+        if sum(t.num_rows for t in held) >= gather_rows:
+            yield pack_chunk(pa.concat_tables(held), held_records, writer, signals)
+            held, held_records = [], 0
+    if held:
+        yield pack_chunk(pa.concat_tables(held), held_records, writer, signals)

@@ -20,11 +20,10 @@ def decode_stage(records: DataFrame, ctx: DecodeContext, writer: TaskWriter | No
     `writer` the tasks write the bronze and quarantine files too."""
 
     def decode_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from streaming.decode.packing import pack_chunk
+        from streaming.decode.packing import pack_chunks
         from streaming.decode.records import decode_record_batch
 
-        for batch in batches:
-            yield pack_chunk(decode_record_batch(batch, ctx), batch.num_rows, writer,
-                             signals or SignalsConfig())
+        yield from pack_chunks(((decode_record_batch(batch, ctx), batch.num_rows)
+                                for batch in batches), writer, signals or SignalsConfig())
 
     return records.mapInArrow(decode_batches, PACKED_DDL)

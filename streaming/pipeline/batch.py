@@ -296,7 +296,8 @@ class BatchProcessor:
         """The batch into the held windows: broker_signals rows of the windows it touched,
         or None when they are to be recomputed from bronze. Only memory changes here, so it
         may run before the batch's bronze is committed (a failed batch clears the windows).
-        `written`: the read tasks wrote the batch, and `bronze` is its counter samples."""
+        `written`: the read tasks wrote the batch, and `bronze` is the signal samples they
+        did not reduce to partials (the counters)."""
         self.stages.timings = {}
         self.stages.open_windows.begin(batch_id)
         if written is not None:

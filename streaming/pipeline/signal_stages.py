@@ -100,16 +100,16 @@ class SignalStages:
                 self.open_windows.clear()
                 return None
 
-    def held_from_parts(self, counters: pa.Table, partials: list[pa.Table],
+    def held_from_parts(self, samples: pa.Table, partials: list[pa.Table],
                         segments: list[pa.Table]) -> pa.Table | None:
-        """held_rows() from what the read tasks sent: their counter samples and their
-        chunks' partials and segments of the rest (streaming.signals.incremental)."""
+        """held_rows() from what the read tasks sent: their chunks' partials and segments,
+        and the signal samples not in them (streaming.signals.incremental)."""
         if not self.config.signals.incremental:
             return None
         with stopwatch(self.timings, "broker_signals"):
             try:
                 return self.open_windows.update_parts(
-                    counters.select(SAMPLE_COLUMNS), partials, segments)
+                    samples.select(SAMPLE_COLUMNS), partials, segments)
             except Exception:  # held windows only save work: bronze stays the authority
                 LOG.exception("held signal windows failed; recomputing from bronze")
                 self.open_windows.clear()

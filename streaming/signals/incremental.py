@@ -137,34 +137,35 @@ class OpenWindows:
             lambda priors: signal_partials(prepared(samples, self.config, priors),
                                            self.config))
 
-    def update_parts(self, counters: pa.Table, partials: list[pa.Table],
+    def update_parts(self, samples: pa.Table, partials: list[pa.Table],
                      segments: list[pa.Table]) -> pa.Table | None:
-        """update() from what the read tasks sent for a batch's signal samples: the counter
-        samples themselves (their increases need the held predecessors) and, per chunk,
-        the partials and segments of every other sample (chunk_parts)."""
+        """update() from what the read tasks sent for a batch's signal samples: per chunk,
+        the partials and segments of its gauges (chunk_parts), and the samples not in them
+        (`samples`: the counters, whose increases need the held predecessors, and every
+        sample of a chunk that could not be reduced)."""
         if self.schema is None or self.counters is None:
             return None
         windows = [pa.table({"cluster": part["cluster"],
                              "window": pc.cast(part["window_start"], pa.int64())})
                    for part in partials]
-        windows.append(pa.table({"cluster": counters["cluster"], "window": window_starts(
-            counters["ts"], self.config.window_seconds)}))
+        windows.append(pa.table({"cluster": samples["cluster"], "window": window_starts(
+            samples["ts"], self.config.window_seconds)}))
         touched = pa.concat_tables(windows)
         if touched.num_rows == 0:
             return finalize(self.schema.empty_table(), SEGMENT_SCHEMA.empty_table())
 
         def batch_partials(priors: pa.Table) -> tuple[pa.Table, pa.Table]:
             own, own_segments = list(partials), list(segments)
-            if counters.num_rows:
+            if samples.num_rows:
                 counted, counted_segments = signal_partials(
-                    prepared(counters, self.config, priors), self.config)
+                    prepared(samples, self.config, priors), self.config)
                 own.append(counted)
                 own_segments.append(counted_segments)
             assert self.schema is not None
             return (merge_partials([p.cast(self.schema) for p in own], self.schema),
                     newest_segments([s.cast(SEGMENT_SCHEMA) for s in own_segments]))
 
-        return self._take(touched, counters, batch_partials)
+        return self._take(touched, _counters(samples), batch_partials)
 
     def _take(self, windows: pa.Table, counters: pa.Table,
               partials_of: Callable[[pa.Table], tuple[pa.Table, pa.Table]]

@@ -3,10 +3,11 @@
 Why: carried to the driver, every decoded sample cost the driver Python and JVM time
 (`toArrow()`, then delta-rs encoding the batch's Parquet there), which capped the job
 near one machine however many executors it had. With `delta.bronze_writers: read_tasks`
-each read task writes its own rows as Parquet files into the tables' folders and hands the
-driver only their Delta add actions (path, size, partition values, statistics); the
-driver commits every task's files of a batch in one Delta transaction, idempotent by the
-batch id like every other write (streaming.sinks.base).
+(the default with delta-rs) each read task writes its own rows as Parquet files into the
+tables' folders and hands the driver their Delta add actions (path, size, partition
+values, statistics) instead of the rows (what else it sends: streaming.decode.packing);
+the driver commits every task's files of a batch in one Delta transaction, idempotent by
+the batch id like every other write (streaming.sinks.base).
 
 A written file is invisible until that commit: Delta readers see only files in the log.
 The names are random, so a task retried by Spark, or a batch replayed after a crash,

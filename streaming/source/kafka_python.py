@@ -44,7 +44,7 @@ from pyspark.sql.datasource import (
 )
 
 from streaming.config import SecretRef, SignalsConfig
-from streaming.decode.packing import PACKED_DDL, pack_chunk
+from streaming.decode.packing import PACKED_DDL, pack_chunks
 from streaming.decode.records import DecodeContext, decode_record_batch
 from streaming.locations import filesystem, is_local, join
 from streaming.redact import redact_url
@@ -484,16 +484,21 @@ class KafkaStreamReader(DataSourceStreamReader):
         conf = reader_config(self.options)
         consumer = Consumer(conf)
         try:
-            for offsets in partition.ranges:
-                for records in self._read_range(consumer, offsets, conf["bootstrap.servers"]):
-                    if self.decode is None:
-                        yield records
-                    else:
-                        yield pack_chunk(decode_record_batch(records, self.decode),
-                                         records.num_rows, self.writer, self.signals)
-                consumer.unassign()  # stop prefetching past the range's end
+            batches = self._read_ranges(consumer, partition, conf["bootstrap.servers"])
+            if self.decode is None:
+                yield from batches
+            else:
+                decode = self.decode
+                yield from pack_chunks(((decode_record_batch(records, decode), records.num_rows)
+                                        for records in batches), self.writer, self.signals)
         finally:
             consumer.close()
+
+    def _read_ranges(self, consumer: Any, partition: ReadTask, bootstrap: str
+                     ) -> Iterator[pa.RecordBatch]:
+        for offsets in partition.ranges:
+            yield from self._read_range(consumer, offsets, bootstrap)
+            consumer.unassign()  # stop prefetching past the range's end
 
     def _read_range(self, consumer: Any, partition: KafkaRange, bootstrap: str
                     ) -> Iterator[pa.RecordBatch]:

@@ -40,7 +40,7 @@ def read_decoded_stream(spark: SparkSession, config: Config) -> DataFrame:
     Spark's kafka source hands its records to the mapInArrow decode stage."""
     context = DecodeContext.from_config(config)
     writer = (TaskWriter.from_config(config.delta)
-              if config.delta.bronze_writers == "read_tasks" else None)
+              if config.delta.writers() == "read_tasks" else None)
     if config.source.engine == "spark":
         return decode_stage(read_metrics_stream(spark, config), context, writer, config.signals)
     return read_metrics_stream(spark, config, decode=context, writer=writer)

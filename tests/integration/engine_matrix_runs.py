@@ -32,7 +32,7 @@ def main(out: str, expected: int, timeout: float, configs: list[str]) -> int:
             started = time.monotonic()
             run_until(spark, config, lambda config=config: count(
                 config.delta.path, "bronze") >= expected, timeout, f"{expected} bronze rows")
-            took[f"{config.source.engine} {config.delta.engine} {config.delta.bronze_writers}"] = (
+            took[f"{config.source.engine} {config.delta.engine} {config.delta.writers()}"] = (
                 time.monotonic() - started)
     finally:
         spark.stop()

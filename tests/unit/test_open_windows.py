@@ -104,15 +104,18 @@ def processor(root: Path, incremental: bool) -> BatchProcessor:
 def from_chunks(proc: BatchProcessor, bronze: pa.Table, batch_id: int,
                 rng: random.Random) -> None:
     """The batch as the read tasks send it (delta.bronze_writers: read_tasks): cut into
-    chunks at random, each reduced to its counter samples and its gauges' partials."""
+    chunks at random, each reduced to its counter samples and its gauges' partials; now and
+    then a chunk arrives whole, as when a task could not reduce it."""
     cuts = sorted(rng.sample(range(1, bronze.num_rows), min(3, bronze.num_rows - 1)))
     bounds = [0, *cuts, bronze.num_rows]
     signals = bronze.filter(pc.is_in(bronze["metric"], pa.array(SIGNAL_METRICS)))
-    parts = [chunk_parts(signals.slice(lo, hi - lo), proc.config.signals)
-             for lo, hi in zip(bounds, bounds[1:], strict=False) if lo < signals.num_rows]
-    counters = pa.concat_tables([counters for counters, _, _ in parts])
-    held = proc.stages.held_from_parts(counters, [p for _, p, _ in parts],
-                                       [s for _, _, s in parts])
+    chunks = [signals.slice(lo, hi - lo) for lo, hi in zip(bounds, bounds[1:], strict=False)
+              if lo < signals.num_rows]
+    parts = [(chunk, chunk.schema.empty_table().select([]), None) if rng.random() < 0.1
+             else chunk_parts(chunk, proc.config.signals) for chunk in chunks]
+    samples = pa.concat_tables([samples for samples, _, _ in parts])
+    held = proc.stages.held_from_parts(samples, [p for _, p, s in parts if s is not None],
+                                       [s for _, _, s in parts if s is not None])
     proc.stages.signals_for(*proc.stages.touched(bronze), batch_id, held)
 
 

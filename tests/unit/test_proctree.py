@@ -54,3 +54,24 @@ def test_the_tree_counts_a_child_process_memory_of_its_own() -> None:
     finally:
         child.kill()
         child.wait()
+
+
+def test_roles_tell_the_driver_from_the_executors_and_the_cluster_daemons() -> None:
+    """The scale-out projection divides by each role's CPU: a standalone cluster's
+    executor JVM must not count as the driver's, nor its worker daemon as an executor."""
+    from tests.benchmarks.proctree import Process, role_of
+
+    def java(cmdline: str, pid: int = 7) -> Process:
+        return Process(pid, "jvm", 0.0, 0.0, f"/usr/bin/java -cp x {cmdline}")
+
+    root = 1
+    assert role_of(Process(root, "python-driver", 0.0, 0.0, "python bench.py"), root) == (
+        "driver-python")
+    assert role_of(java("org.apache.spark.deploy.SparkSubmit pyspark-shell"), root) == (
+        "driver-jvm")
+    assert role_of(java("org.apache.spark.executor.CoarseGrainedExecutorBackend --id 0"),
+                   root) == "executor-jvm"
+    assert role_of(java("org.apache.spark.deploy.worker.Worker spark://h:7077"), root) == (
+        "spark-daemon")
+    assert role_of(Process(9, "python-worker", 0.0, 0.0, "python -m pyspark.daemon"),
+                   root) == "python-worker"

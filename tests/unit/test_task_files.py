@@ -14,7 +14,13 @@ import pyarrow.compute as pc
 
 from streaming.broker_admission import BrokerAdmission
 from streaming.config import SignalsConfig
-from streaming.decode.packing import PACKED_SCHEMA, pack_chunk, unpack, unpack_written
+from streaming.decode.packing import (
+    PACKED_SCHEMA,
+    pack_chunk,
+    pack_chunks,
+    unpack,
+    unpack_written,
+)
 from streaming.decode.records import DecodeContext, decode_record_batch
 from streaming.schemas import arrow_schema, decoded_arrow_schema
 from streaming.sinks.delta_rs import DeltaRsTable
@@ -155,3 +161,28 @@ def test_admits_answers_what_admission_would_do_without_remembering() -> None:
     admission(named([("a", "1"), ("a", "2")]))
     assert admission.admits(named([("a", "2"), ("b", "9")]))
     assert not admission.admits(named([("a", "3")]))
+
+
+def test_a_chunk_that_cannot_be_reduced_goes_to_the_driver_whole(tmp_path: Path,
+                                                                   monkeypatch) -> None:
+    """A task whose reduction raises (here the tests' poison value) must not fail the
+    task, which would fail every replay of the batch: its signal samples go whole, and
+    the driver's stages (and their poison isolation) take them."""
+    monkeypatch.setenv("KAFKA_HEALTH_POISON_VALUE", "2")
+    writer = TaskWriter(str(tmp_path), {}, {})
+    batch = unpack_written(pa.Table.from_batches([pack_chunk(mixed(), 5, writer,
+                                                             SignalsConfig())]))
+    assert batch is not None and batch.partials == [] and batch.segments == []
+    assert sorted(batch.rows["value"].to_pylist()) == [1.0, 2.0]
+    assert int(pc.sum(batch.kept["rows"]).as_py()) == 3
+
+
+def test_a_task_gathers_its_chunks_before_it_writes_and_reduces(tmp_path: Path) -> None:
+    writer, signals = TaskWriter(str(tmp_path), {}, {}), SignalsConfig()
+    chunks = [(mixed(), 5) for _ in range(5)]
+    packed = list(pack_chunks(chunks, writer, signals, gather_rows=8))
+    assert len(packed) == 3  # 5 rows a chunk: 10, 10, then the last 5
+    batch = unpack_written(pa.Table.from_batches(packed))
+    assert batch is not None and batch.records == 25
+    assert int(pc.sum(batch.kept["rows"]).as_py()) == 15
+    assert len(list(pack_chunks(chunks, None, signals))) == 5  # the driver writes: as read
