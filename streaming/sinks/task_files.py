@@ -33,14 +33,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from streaming.config import DeltaConfig, SecretRef
+from streaming.config import ConfigError, DeltaConfig, SecretRef
 from streaming.locations import filesystem, join
 from streaming.schemas import arrow_schema, decoded_arrow_schema, table_spec
 
-# The columns whose min/max go into a file's statistics: what the job's reads prune on
-# (times and offsets). Strings are left out: the reads never push them down
-# (see DeltaRsTable.read), and their statistics would only cost bytes.
-STATS_TYPES = (pa.types.is_timestamp, pa.types.is_integer)
+# The largest finite double: Delta's statistics are JSON, which has no infinity.
+FINITE = 1.7976931348623157e308
 
 
 @dataclass(frozen=True)
@@ -83,28 +81,43 @@ def _timestamp_text(micros: int, round_up: bool) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{millis % 1000:03d}Z"
 
 
+def _bounds(values: pa.ChunkedArray) -> tuple[object, object] | None:
+    """A column's (min, max) as Delta's statistics JSON holds them; None when it has no
+    value to bound (all null, or a double column of NaN only)."""
+    kind = values.type
+    if pa.types.is_timestamp(kind):
+        lo, hi = pc.min_max(pc.cast(values, pa.int64())).values()
+        if not lo.is_valid:
+            return None
+        unit = {"s": 1_000_000, "ms": 1000, "us": 1, "ns": 0.001}[kind.unit]
+        return (_timestamp_text(math.floor(lo.as_py() * unit), False),
+                _timestamp_text(math.ceil(hi.as_py() * unit), True))
+    lo, hi = pc.min_max(values).values()  # NaN is skipped unless there is nothing else
+    if not lo.is_valid or (pa.types.is_floating(kind) and math.isnan(lo.as_py())):
+        return None
+    if pa.types.is_floating(kind):  # an infinity is bounded by the largest finite double
+        return (max(lo.as_py(), -FINITE), min(hi.as_py(), FINITE))
+    return lo.as_py(), hi.as_py()
+
+
 def statistics(rows: pa.Table) -> str:
-    """Delta's per-file statistics: numRecords, and min, max and null count of the
-    timestamp and integer columns."""
+    """Delta's per-file statistics: numRecords, and the null count, min and max of every
+    column but the nested ones (labels), strings whole. delta-rs's reader turns a column
+    missing from them into a bound of null that no row passes, so a filter on it would
+    skip the file: every column a filter may name must be there."""
     low: dict[str, object] = {}
     high: dict[str, object] = {}
     nulls: dict[str, int] = {}
     for column in rows.schema:
-        if not any(test(column.type) for test in STATS_TYPES):
+        if pa.types.is_nested(column.type):
             continue
         values = rows[column.name]
         nulls[column.name] = values.null_count
-        if values.null_count == len(values):
-            continue
-        if pa.types.is_timestamp(column.type):
-            as_int = pc.cast(values, pa.int64())
-            lo, hi = pc.min_max(as_int).values()
-            unit = {"s": 1_000_000, "ms": 1000, "us": 1, "ns": 0.001}[column.type.unit]
-            low[column.name] = _timestamp_text(math.floor(lo.as_py() * unit), False)
-            high[column.name] = _timestamp_text(math.ceil(hi.as_py() * unit), True)
-        else:
-            lo, hi = pc.min_max(values).values()
-            low[column.name], high[column.name] = lo.as_py(), hi.as_py()
+        if pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type):
+            continue  # raw payloads: nothing filters on them, and JSON cannot hold bytes
+        bounds = _bounds(values)
+        if bounds is not None:
+            low[column.name], high[column.name] = bounds
     return json.dumps({"numRecords": rows.num_rows, "minValues": low, "maxValues": high,
                        "nullCount": nulls}, separators=(",", ":"))
 
@@ -218,7 +231,15 @@ class TaskWriter:
     def storage(self) -> dict[str, str] | None:
         options = dict(self.storage_options)
         for key, ref in self.storage_secrets.items():
-            options[key] = SecretRef(**ref).read(f"delta.storage_secrets.{key}")
+            try:
+                options[key] = SecretRef(**ref).read(f"delta.storage_secrets.{key}")
+            except ConfigError as err:  # on an executor: say where it must be readable
+                raise ConfigError(
+                    f"{err}: the read tasks write bronze and quarantine "
+                    "(delta.bronze_writers: read_tasks, the default with delta-rs), so every "
+                    "executor reads delta.storage_secrets itself: mount the same file on "
+                    "each, or set the variable there (e.g. spark.executorEnv.<NAME>), or set "
+                    "delta.bronze_writers: driver") from err
         return options or None
 
     def to_json(self) -> str:

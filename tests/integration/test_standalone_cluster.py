@@ -100,7 +100,11 @@ def test_spark_submit_to_a_standalone_cluster_on_s3_writes_what_local_writes(
                 "workers": standalone.alive_workers()}
 
     with s3_server() as s3:
-        monkeypatch.setenv("KH_TEST_S3_SECRET", SECRET)
+        # The read tasks write bronze on the executors, so they read the secret themselves:
+        # a file every executor can read, as a mounted secret is (the workers started
+        # before this test and do not have the driver's environment)
+        secret = tmp_path / "s3-secret"
+        secret.write_text(SECRET)
         store = f"s3a://{BUCKET}/standalone"
         options = {"AWS_ENDPOINT_URL": s3.endpoint, "AWS_REGION": "us-east-1",
                    "AWS_ALLOW_HTTP": "true", "AWS_ACCESS_KEY_ID": KEY_ID}
@@ -108,7 +112,7 @@ def test_spark_submit_to_a_standalone_cluster_on_s3_writes_what_local_writes(
             tmp_path / "standalone", broker.bootstrap, topic, max_offsets=CAP, source=SOURCE,
             spark={"conf": conf}, store=store,
             delta={"storage_options": options,
-                   "storage_secrets": {"AWS_SECRET_ACCESS_KEY": {"env": "KH_TEST_S3_SECRET"}}})
+                   "storage_secrets": {"AWS_SECRET_ACCESS_KEY": {"file": str(secret)}}})
         seen = submit_until(config, standalone.url, f"{store}/delta", s3.storage_options(),
                             expected, tmp_path / "standalone.log", executors_at_work)
         on_cluster = {name: comparable(f"{store}/delta", name, s3.storage_options())

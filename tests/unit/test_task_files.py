@@ -5,12 +5,15 @@ task sends the driver instead of its rows counts them right."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.dataset as ds
+from deltalake import DeltaTable
 
 from streaming.broker_admission import BrokerAdmission
 from streaming.config import SignalsConfig
@@ -25,7 +28,7 @@ from streaming.decode.records import DecodeContext, decode_record_batch
 from streaming.schemas import arrow_schema, decoded_arrow_schema
 from streaming.sinks.delta_rs import DeltaRsTable
 from streaming.sinks.predicates import field
-from streaming.sinks.task_files import TaskWriter, read_back, write_task_files
+from streaming.sinks.task_files import TaskWriter, read_back, statistics, write_task_files
 
 TS = pa.timestamp("us", "UTC")
 MIDNIGHT = datetime(2026, 11, 26, tzinfo=UTC)
@@ -76,6 +79,23 @@ def test_committed_task_files_hold_the_task_rows_and_prune_on_time(tmp_path: Pat
     newest = pc.max(good["ts"]).as_py()
     assert bronze.read(field("ts") >= pa.scalar(newest, TS)).num_rows == 2
     assert bronze.read(field("ts") > pa.scalar(newest, TS)).num_rows == 0
+    # nor any other reader's filter, on any column (delta-rs bounds a column missing from
+    # the statistics by null, which no row passes)
+    dataset = DeltaTable(str(tmp_path / "bronze")).to_pyarrow_dataset()
+    assert dataset.to_table(filter=ds.field("metric") == "UnderMinIsrPartitionCount").num_rows == 2
+    assert dataset.to_table(filter=(ds.field("value") > 1.5)
+                            & (ds.field("cluster") == "c1")).num_rows == 2
+    assert DeltaTable(str(tmp_path / "quarantine")).to_pyarrow_dataset().to_table(
+        filter=ds.field("reason").is_valid()).num_rows == 2
+
+
+def test_statistics_bound_infinities_and_skip_nan_only_columns() -> None:
+    rows = pa.table({"v": [1.0, float("inf"), float("-inf")], "w": [float("nan")] * 3,
+                     "s": ["b", None, "a"], "b": pa.array([b"x", b"y", None])})
+    stats = json.loads(statistics(rows))
+    assert stats["minValues"] == {"v": -1.7976931348623157e308, "s": "a"}
+    assert stats["maxValues"] == {"v": 1.7976931348623157e308, "s": "b"}
+    assert stats["nullCount"] == {"v": 0, "w": 0, "s": 1, "b": 1}
 
 
 def test_a_batch_id_commits_once_and_an_empty_batch_still_records_it(tmp_path: Path) -> None:
