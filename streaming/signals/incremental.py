@@ -38,6 +38,7 @@ from streaming.signals.broker import (
     PARTIAL_KEYS,
     SAMPLE_COLUMNS,
     SEGMENT_KEYS,
+    SKIP_NULLS,
     finalize,
     prepared,
     series_keys,
@@ -338,20 +339,56 @@ def chunk_parts(samples: pa.Table, config: SignalsConfig
     return known.filter(is_counter), partials, segments
 
 
+def _merge_how(name: str) -> str:
+    """How a partial column combines over rows of one key: combine()'s rules, as an Arrow
+    hash aggregation (nulls skipped, null when every row is null)."""
+    if name in ("window_end", "last_sample_ts"):
+        return "max"
+    if name.endswith("_min"):
+        return "min"
+    if name.endswith(("_sum", "_count")) or name == "samples":
+        return "sum"
+    return "max"  # the maxima, the queue ratio's among them
+
+
 def merge_partials(tables: list[pa.Table], schema: pa.Schema) -> pa.Table:
-    """Partials of several chunks, one row per (cluster, broker, window): keys found in
-    more than one are combined in chunk order (a tie in (ts, offset) goes to the later
-    chunk, as the later of two batches wins)."""
+    """Partials of several chunks, one row per (cluster, broker, window): what combine()
+    gives, folding the rows of a key in chunk order (a tie in (ts, offset) goes to the
+    later chunk, as the later of two batches wins), done as Arrow aggregations."""
     table = pa.concat_tables(tables) if tables else schema.empty_table()
-    keys = list(zip(table["cluster"].to_pylist(), table["broker"].to_pylist(),
-                    pc.cast(table["window_start"], pa.int64()).to_pylist(), strict=True))
-    if len(set(keys)) == len(keys):
+    keyed = table.select(list(PARTIAL_KEYS))
+    distinct = keyed.group_by(list(PARTIAL_KEYS), use_threads=False).aggregate([])
+    if distinct.num_rows == table.num_rows:
         return table
-    merged: dict[Key, dict[str, Any]] = {}
-    for key, row in zip(keys, table.to_pylist(), strict=True):
-        held = merged.get(key)
-        merged[key] = row if held is None else combine(held, row)
-    return pa.Table.from_pylist(list(merged.values()), schema=schema)
+    ids = distinct.append_column("key", pa.array(np.arange(distinct.num_rows)))
+    key = keyed.append_column("row", pa.array(np.arange(table.num_rows))).join(
+        ids, list(PARTIAL_KEYS)).sort_by("row")["key"]
+    rows = table.append_column("key", key)
+    simple = [f.name for f in schema if f.name not in PARTIAL_KEYS
+              and f.name not in LAST_COLUMNS and f.name != "ratio_values"]
+    merged = rows.group_by("key", use_threads=False).aggregate(
+        [(name, _merge_how(name), SKIP_NULLS) for name in simple]).sort_by("key")
+    columns: dict[str, pa.ChunkedArray | pa.Array] = {
+        **{k: distinct[k] for k in PARTIAL_KEYS},
+        **{name: merged[f"{name}_{_merge_how(name)}"] for name in simple}}
+    for name in LAST_SIGNALS:  # the value at the newest (ts, offset); sort_by is stable
+        parts = [name, f"{name}__ts", f"{name}__offset"]
+        present = rows.select(["key", *parts]).filter(pc.is_valid(rows[f"{name}__ts"]))
+        newest = present.sort_by([(f"{name}__ts", "ascending"),
+                                  (f"{name}__offset", "ascending")]).group_by(
+            "key", use_threads=False).aggregate([(p, "last") for p in parts])
+        at = ids.select(["key"]).join(newest, "key", join_type="left outer").sort_by("key")
+        columns.update({p: at[f"{p}_last"] for p in parts})
+    # each key's queue ratios, all its rows' lists end to end (a list column cannot ride a
+    # join or a hash aggregation): the flattened values ordered by key, cut by counts
+    values = rows["ratio_values"].combine_chunks()
+    owners = pc.take(rows["key"], pc.list_parent_indices(values)).to_numpy()
+    order = np.argsort(owners, kind="stable")
+    counts = np.bincount(owners, minlength=distinct.num_rows)
+    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
+    columns["ratio_values"] = pa.ListArray.from_arrays(
+        pa.array(offsets), pc.take(pc.list_flatten(values), pa.array(order)))
+    return pa.table({f.name: columns[f.name] for f in schema}).cast(schema)
 
 
 def newest_segments(tables: list[pa.Table]) -> pa.Table:
