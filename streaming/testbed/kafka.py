@@ -216,7 +216,9 @@ class KafkaNode:
         result = subprocess.run(
             [java(), *HEAP, *JVM_FLAGS, "-cp", classpath("kafka"),
              f"-Dlog4j2.configurationFile={self.directory / 'log4j2.properties'}",
-             "kafka.tools.StorageTool", "format", "-t", cluster_id,
+             # --cluster-id=: an id is URL-safe base64, and one starting with "-" given as
+             # a separate argument reads as an option (argparse: "expected one argument")
+             "kafka.tools.StorageTool", "format", f"--cluster-id={cluster_id}",
              "-c", str(self.directory / "server.properties")],
             capture_output=True, text=True, timeout=120,
         )
