@@ -11,8 +11,9 @@ start-up), as in bench_pipeline. The driver's REST API confirms how many executo
 tasks and how long; per-step seconds show what stays on the driver.
 
     .venv/bin/python tests/benchmarks/bench_scaleout.py --messages 300000
-Writes tests/benchmarks/results/scaleout.json; prints the ratio last. `--writers` picks
-delta.bronze_writers (default read_tasks: the executors write bronze and send partials).
+Writes tests/benchmarks/results/scaleout.json (scaleout-driver.json with `--writers
+driver`); prints the ratio last. `--writers` picks delta.bronze_writers (default
+read_tasks: the executors write bronze and send partials).
 
 Each process's CPU a sample (tests/benchmarks/proctree.role_of: the driver's Python and
 JVM, the executor JVMs, their Python workers, the cluster's daemons, the broker) gives the
@@ -113,8 +114,9 @@ def main() -> None:
         "executors_1": one, "executors_2": two, "ratio": ratio,
         "projection": projection(two),
     }
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=2))
+    out = RESULTS if args.writers == "read_tasks" else RESULTS.with_name("scaleout-driver.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2))
     for label, run in (("1 executor ", one), ("2 executors", two)):
         print(f"{label}: {run['samples_per_s']:,.0f} samples/s over {run['batches']} batches "
               f"({run['records_after_first_batch']} samples in {run['seconds']:.1f}s after the "
