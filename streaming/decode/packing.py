@@ -181,13 +181,10 @@ def unpack_written(packed: pa.Table) -> WrittenBatch | None:
                for item in json.loads(text)])
 
 
-def pack_chunk(decoded: pa.RecordBatch | pa.Table, records: int, writer: TaskWriter | None,
+def pack_chunk(decoded: pa.RecordBatch | pa.Table, records: int, writer: TaskWriter,
                signals: SignalsConfig) -> pa.RecordBatch:
-    """A read task's output for decoded rows: the rows themselves, or, when the task
-    writes (`writer`), its files' add actions, the summary, the partials of its gauge
-    signal samples and its counter signal samples."""
-    if writer is None:
-        return pack(decoded, records)
+    """A writing read task's output for decoded rows: its files' add actions, the summary,
+    the partials of its gauge signal samples and its counter signal samples."""
     if isinstance(decoded, pa.RecordBatch):
         decoded = pa.Table.from_batches([decoded])
     files = writer.write(decoded)

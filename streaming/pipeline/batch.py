@@ -165,16 +165,17 @@ class BatchProcessor:
         the caps), it reads the files back, writes the batch as the driver does, and
         deletes the tasks' files, which no commit references."""
         delta = self.config.delta
+        storage = delta.storage()  # secret files read once a batch
         self.attempt = (batch_id, written.rows)
         self.finish_deferred()
         kept = written.kept
         if (self.failures.failed(self.app_id, batch_id) is not None
                 or not self.admission.admits(kept)):
             with stopwatch(timings, "read back"):
-                decoded = read_back(written.files, delta.path, delta.storage())
+                decoded = read_back(written.files, delta.path, storage)
             replayed = self.tables["bronze"].committed(batch_id)
             self.process_rows(decoded, written.records, batch_id, timings)
-            delete_task_files(written.files, delta.path, delta.storage())
+            delete_task_files(written.files, delta.path, storage)
             if not replayed:  # the files carry no per-row flag: the summary counts them
                 self.defaulted.report(defaulted_per_topic(kept), self.exporter)
             return
@@ -185,7 +186,7 @@ class BatchProcessor:
         with stopwatch(timings, "bronze"):
             appended = self.tables["bronze"].add_files(bronze_files, batch_id)
         if not appended:  # a replay: the first attempt's files are the committed ones
-            delete_task_files(bronze_files, delta.path, delta.storage())
+            delete_task_files(bronze_files, delta.path, storage)
         failpoints.hit("bronze_committed")
         if appended:
             self.defaulted.report(defaulted_per_topic(kept), self.exporter)
@@ -195,7 +196,7 @@ class BatchProcessor:
             if self.tables["quarantine"].add_files(quarantine_files, batch_id):
                 self.count_quarantined(rejects)
             else:
-                delete_task_files(quarantine_files, delta.path, delta.storage())
+                delete_task_files(quarantine_files, delta.path, storage)
         bronze_rows = int(pc.sum(kept["rows"]).as_py() or 0)
         newest = pc.max(kept["newest"]).as_py() if kept.num_rows else None
         facts = BatchStats(
@@ -206,7 +207,7 @@ class BatchProcessor:
         )
         touched = self.stages.touched_windows(kept) if bronze_rows else None
         self.conclude(written.rows, facts, touched, handoff, lambda: read_task_files(
-            bronze_files, delta.path, "bronze", delta.storage(),
+            bronze_files, delta.path, "bronze", storage,
             enough=self.config.quality.sample_rows) if appended else None, written)
 
     def start_deferred(self, rows: pa.Table, batch_id: int,

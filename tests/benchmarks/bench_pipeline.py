@@ -20,9 +20,10 @@ tests/benchmarks/results/pipeline-engines.json.
     .venv/bin/python tests/benchmarks/bench_pipeline.py --writers --messages 2000000
 runs (1), then (2) with bronze written by the driver (delta.bronze_writers: driver) and by
 the read tasks (read_tasks), alternating RUNS times each in one Spark session, into
-tests/benchmarks/results/pipeline-writers.json: samples/s, ratio to raw, and the driver's
+tests/benchmarks/results/pipeline-writers.json: samples/s, ratio to raw, the driver's
 CPU per sample (its Python plus the JVM, which on local[2] also hosts the executors'
-task threads; the read tasks' Python workers are counted apart).
+task threads; the read tasks' Python workers are counted apart), and whether the first
+round's tables (bronze, quarantine and every derived table) are equal between the modes.
 """
 
 from __future__ import annotations
@@ -203,7 +204,8 @@ def rate_figures(first_end: float, last_end: float, after_first: int,
 def full_job(bootstrap: str, topic: str, total: int, cap: int,
              environ: dict[str, str] | None = None,
              observe: Callable[[], Any] | None = None,
-             trigger_seconds: float = 0.0, spark: Any = None) -> dict[str, Any]:
+             trigger_seconds: float = 0.0, spark: Any = None,
+             keep: Path | None = None) -> dict[str, Any]:
     """The job in this process until `total` records are processed. `environ` adds config
     overrides (e.g. spark.master); `observe` runs once at the end while the query is still
     up, its result stored under "observed". `spark` is a session to run in and leave
@@ -214,12 +216,14 @@ def full_job(bootstrap: str, topic: str, total: int, cap: int,
     the job's rate limit, `cap` records per trigger: with the job's 1 s trigger a batch that
     ends early waits for the next second, so cap/s is a ceiling whatever the job's speed
     (250k/s with a 250k cap, exactly the target this measures; batches of the second half
-    of a 5 M catch-up took 0.8 s and idled 0.2 s)."""
+    of a 5 M catch-up took 0.8 s and idled 0.2 s).
+
+    With `keep`, the job's Delta tables are written under `keep` and left there."""
     from streaming.config import load_config
     from streaming.exporter import Exporter
     from streaming.job import Job
 
-    work = Path(tempfile.mkdtemp(prefix="kh-bench-"))
+    work = keep or Path(tempfile.mkdtemp(prefix="kh-bench-"))
     config = load_config(None, environ={
         "KAFKA_HEALTH__SOURCE__BOOTSTRAP_SERVERS": bootstrap,
         "KAFKA_HEALTH__SOURCE__TOPICS": json.dumps([{"name": topic, "format": "jolokia"}]),
@@ -258,7 +262,8 @@ def full_job(bootstrap: str, topic: str, total: int, cap: int,
     measured = [{**done.timings, **done.signal_timings} for done in job.processor.finished
                 if batches[0][0][0] < done.batch_id <= batches[-1][0][0]]
     after_first = sum(rows for _, rows in batches[1:])
-    shutil.rmtree(work, ignore_errors=True)
+    if keep is None:
+        shutil.rmtree(work, ignore_errors=True)
     result: dict[str, Any] = {
         "batches": len(batches), **rate_figures(first_end, last_end, after_first, cpu, roles),
         # seconds per step summed over the measured batches (all but the first); the
@@ -383,6 +388,7 @@ def compare_writers(args: argparse.Namespace) -> None:
 
     start = time.time() - 3600
     runs: list[dict[str, Any]] = []
+    kept = Path(tempfile.mkdtemp(prefix="kh-bench-writers-"))
     with metrics_cluster() as broker:
         topic = "bench-metrics"
         create_topic(broker.bootstrap, topic, partitions=PARTITIONS)
@@ -391,11 +397,12 @@ def compare_writers(args: argparse.Namespace) -> None:
         spark = build_spark(load_config(None, environ={
             "KAFKA_HEALTH__SOURCE__BOOTSTRAP_SERVERS": broker.bootstrap}))
         try:
-            for _ in range(args.rounds):
+            for round_ in range(args.rounds):
                 for writers in ("driver", "read_tasks"):
                     job = full_job(broker.bootstrap, topic, args.messages, args.cap,
                                    trigger_seconds=args.trigger_seconds, spark=spark,
-                                   environ={"KAFKA_HEALTH__DELTA__BRONZE_WRITERS": writers})
+                                   environ={"KAFKA_HEALTH__DELTA__BRONZE_WRITERS": writers},
+                                   keep=kept / writers if round_ == 0 else None)
                     runs.append({"writers": writers, **job})
                     print(f"  {writers:10} {job['samples_per_s']:>9,.0f} samples/s "
                           f"({job['samples_per_s'] / raw['samples_per_s']:.0%} of raw), "
@@ -413,12 +420,30 @@ def compare_writers(args: argparse.Namespace) -> None:
                for writers in ("driver", "read_tasks")}
     summary["speedup"] = (summary["read_tasks"]["samples_per_s"]
                           / summary["driver"]["samples_per_s"])
+    tables = same_tables(kept / "read_tasks" / "delta", kept / "driver" / "delta")
+    shutil.rmtree(kept, ignore_errors=True)
     result = {"messages": args.messages, "message_bytes_avg": size, "cap": args.cap,
-              "raw": raw, "summary": summary, "runs": runs}
+              "raw": raw, "summary": summary, "tables": tables, "runs": runs}
     WRITER_RESULTS.write_text(json.dumps(result, indent=2))
     print(f"{args.messages} single-sample Jolokia messages, {size:.0f} B each, {args.cap} a "
           f"batch; raw consume+decode {raw['samples_per_s']:,.0f} samples/s")
     print(json.dumps(summary, indent=2))
+    print(f"tables of the first round, read tasks writing against the driver writing: "
+          f"{'equal' if tables['equal'] else 'DIFFERENT: ' + tables['difference']} "
+          f"({', '.join(f'{k} {v:,}' for k, v in tables['rows'].items())} rows)")
+
+
+def same_tables(got: Path, want: Path) -> dict[str, Any]:
+    """Whether two runs' tables agree as the engine matrix test compares them (every table
+    derived from the input, volatile columns aside), and each table's rows in `want`."""
+    from tests.integration.helpers import COMPARED_TABLES, assert_same_tables, count
+
+    rows = {name: count(want, name) for name in COMPARED_TABLES}
+    try:
+        assert_same_tables(got, want)
+    except AssertionError as err:
+        return {"equal": False, "difference": str(err)[:2000], "rows": rows}
+    return {"equal": True, "difference": None, "rows": rows}
 
 
 if __name__ == "__main__":

@@ -164,7 +164,7 @@ def test_the_driver_gets_signal_samples_files_and_a_summary_that_counts_right(
     assert all(":" not in c for c in rejects["source_topic"].to_pylist())
     assert read_back(batch.files, str(tmp_path)).num_rows == 7
     # the driver's own layout still unpacks when nothing was written
-    plain = pa.Table.from_batches([pack_chunk(rows, 5, None, signals)])
+    plain = pa.Table.from_batches(list(pack_chunks([(rows, 5)], None, signals)))
     assert unpack_written(plain) is None and unpack(plain)[0].num_rows == rows.num_rows
 
 
