@@ -145,8 +145,9 @@ def signal_rows(decoded: pa.Table) -> pa.Table:
     signal metrics' samples, without the raw payload."""
     wanted = pc.and_(pc.is_null(decoded["reject_reason"]),
                      pc.fill_null(pc.is_in(decoded["metric"], pa.array(SIGNAL_METRICS)), False))
-    rows = decoded.filter(wanted)
-    return rows.set_column(rows.schema.get_field_index("raw"), "raw",
+    # the payload column dropped before the filter, which copies every column it keeps
+    rows = decoded.drop_columns(["raw"]).filter(wanted)
+    return rows.add_column(decoded.schema.get_field_index("raw"), decoded.schema.field("raw"),
                            pa.nulls(rows.num_rows, pa.binary()))
 
 

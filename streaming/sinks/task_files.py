@@ -146,17 +146,22 @@ def write_task_files(decoded: pa.Table, root: str,
     quarantine file) under the tables' folders at `root`; nothing is committed."""
     files: list[TaskFile] = []
     good = pc.is_null(decoded["reject_reason"])
+    every_row_good = decoded["reject_reason"].null_count == decoded.num_rows
     bronze_schema = arrow_schema("bronze")
-    bronze = decoded.filter(good).select(bronze_schema.names).cast(bronze_schema)
+    bronze = decoded.select(bronze_schema.names).cast(bronze_schema)
+    if not every_row_good:  # filters copy every column: only when there is a reject
+        bronze = bronze.filter(good)
     partition_by = table_spec("bronze").get("partition_by") or []
     if bronze.num_rows:
         (column,) = partition_by  # bronze is partitioned by date alone
-        for value in pc.unique(bronze[column]).to_pylist():
+        dates = pc.unique(bronze[column]).to_pylist()
+        for value in dates:
             mask = (pc.is_null(bronze[column]) if value is None
                     else pc.fill_null(pc.equal(bronze[column], value), False))
-            files.append(_write(bronze.filter(mask).drop_columns(partition_by), root, "bronze",
+            part = bronze if len(dates) == 1 else bronze.filter(mask)
+            files.append(_write(part.drop_columns(partition_by), root, "bronze",
                                 {column: value}, storage))
-    rejected = decoded.filter(pc.invert(good))
+    rejected = decoded.filter(pc.invert(good)) if not every_row_good else decoded.slice(0, 0)
     if rejected.num_rows:
         schema = arrow_schema("quarantine")
         files.append(_write(quarantine_rows(rejected).select(schema.names).cast(schema), root,
