@@ -12,7 +12,11 @@ workers) is sampled every second.
 
     .venv/bin/python tests/benchmarks/bench_steady.py --rate 10000 --seconds 180   # (3)
     .venv/bin/python tests/benchmarks/bench_steady.py --rate 100000 --seconds 180  # (4)
-Writes tests/benchmarks/results/steady-<rate>.json; prints the figures last.
+Writes tests/benchmarks/results/steady-<rate>.json; prints the figures last. With
+`--trigger-seconds T` the job runs with spark.trigger_seconds T (the shipped default is
+1 s, and a sample waits for the next trigger: up to that long before its batch starts),
+into steady-<rate>-trigger<T>.json. `--writers driver` sets delta.bronze_writers, into
+steady-<rate>-driver.json.
 """
 
 from __future__ import annotations
@@ -124,6 +128,10 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=180, help="measured time")
     parser.add_argument("--warmup", type=float, default=30, help="seconds before measuring")
     parser.add_argument("--marker-every", type=float, default=5.0)
+    parser.add_argument("--trigger-seconds", type=float, default=None,
+                        help="spark.trigger_seconds of the job (default: the shipped 1 s)")
+    parser.add_argument("--writers", choices=("driver", "read_tasks"), default=None,
+                        help="delta.bronze_writers of the job (default: the shipped one)")
     parser.add_argument("--verbose", action="store_true",
                         help="run the job with -v: per-batch step timings in its job.log")
     args = parser.parse_args()
@@ -139,6 +147,10 @@ def main() -> int:
                "KAFKA_HEALTH__DELTA__PATH": str(work / "delta"),
                "KAFKA_HEALTH__EXPORTER__PORT": str(port),
                "KAFKA_HEALTH__SIGNALS__SCRAPE_INTERVAL_SECONDS": "1"}
+        if args.trigger_seconds is not None:
+            env["KAFKA_HEALTH__SPARK__TRIGGER_SECONDS"] = str(args.trigger_seconds)
+        if args.writers is not None:
+            env["KAFKA_HEALTH__DELTA__BRONZE_WRITERS"] = args.writers
         (work / "config.yaml").write_text("{}\n")
         log = open(work / "job.log", "wb")  # noqa: SIM115
         job = subprocess.Popen(
@@ -185,6 +197,8 @@ def main() -> int:
     result: dict[str, Any] = {
         "benchmark": "steady", "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+        "trigger_seconds": args.trigger_seconds or 1.0,
+        "bronze_writers": args.writers or "the default (read_tasks)",
         "offered_samples_per_s": args.rate, "achieved_samples_per_s": round(achieved),
         "message": "single-sample Jolokia read response, ~170 bytes, event time = now",
         "seconds_measured": args.seconds, "markers_measured": len(latencies),
@@ -198,7 +212,12 @@ def main() -> int:
         "rss_first_last_mb": [round(rss[0]["total"]), round(rss[-1]["total"])] if rss else None,
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / f"steady-{int(args.rate)}.json").write_text(json.dumps(result, indent=2))
+    name = f"steady-{int(args.rate)}"
+    if args.trigger_seconds is not None:
+        name += f"-trigger{args.trigger_seconds:g}"
+    if args.writers is not None:
+        name += f"-{args.writers}"
+    (RESULTS / f"{name}.json").write_text(json.dumps(result, indent=2))
     print(f"job log: {work / 'job.log'}")
     print(f"steady {achieved:,.0f} samples/s (offered {args.rate:,.0f}) for {args.seconds:.0f}s: "
           f"produced -> gauge p50 {result['latency_p50_s']}s p95 {result['latency_p95_s']}s over "
