@@ -89,6 +89,24 @@ def test_committed_task_files_hold_the_task_rows_and_prune_on_time(tmp_path: Pat
         filter=ds.field("reason").is_valid()).num_rows == 2
 
 
+def test_a_chunk_without_rejects_writes_one_file_per_date_and_no_quarantine(
+        tmp_path: Path) -> None:
+    before = MIDNIGHT - timedelta(seconds=1)
+    two_days = chunk([jolokia(UNDER_MIN_ISR, 1, before), jolokia(UNDER_MIN_ISR, 2, MIDNIGHT),
+                      jolokia(LOG_SIZE, 4096, MIDNIGHT)])
+    one_day = two_days.slice(1)
+    key = ["ts", "metric", "value", "source_offset"]
+    for rows, per_date in ((two_days, {"2026-11-25": 1, "2026-11-26": 2}),
+                           (one_day, {"2026-11-26": 2})):
+        root = str(tmp_path / str(len(per_date)))
+        files = write_task_files(rows, root)
+        assert {f.table for f in files} == {"bronze"}
+        assert {f.partition_values["date"]: json.loads(f.stats)["numRecords"]
+                for f in files} == per_date
+        assert (sorted(read_back(files, root).select(key).to_pylist(), key=str)
+                == sorted(rows.select(key).to_pylist(), key=str))
+
+
 def test_statistics_bound_infinities_and_skip_nan_only_columns() -> None:
     rows = pa.table({"v": [1.0, float("inf"), float("-inf")], "w": [float("nan")] * 3,
                      "s": ["b", None, "a"], "b": pa.array([b"x", b"y", None])})
