@@ -8,9 +8,10 @@ min.insync.replicas. From those, the broker-level numbers Kafka's own gauges mea
   count: Partition.effectiveMinIsr);
 - under-replicated on b: partitions b leads whose ISR is smaller than their replica set;
 - offline (cluster): partitions without a leader;
-- the active controller: the KRaft quorum's leader, from Kafka's own
-  MetadataQuorumCommand (the Admin API's describeMetadataQuorum; librdkafka has no such call,
-  and its describe_cluster names a random broker as "controller" under KRaft).
+- the active controller (asked on demand by the fault injector, not sampled): the KRaft
+  quorum's leader, from Kafka's own MetadataQuorumCommand (the Admin API's
+  describeMetadataQuorum; librdkafka has no such call, and its describe_cluster names a
+  random broker as "controller" under KRaft).
 """
 
 from __future__ import annotations
@@ -48,7 +49,6 @@ class Snapshot:
     ts: float
     partitions: list[PartitionState]
     brokers: frozenset[int]
-    controller: int | None = None
 
     def per_broker(self, broker_ids: list[int]) -> dict[int, dict[str, int]]:
         out = {b: dict.fromkeys(BROKER_FIELDS, 0) for b in broker_ids}
@@ -112,20 +112,19 @@ def active_controller(bootstrap: str, timeout: float = 30.0) -> int | None:
 
 @dataclass
 class TruthSampler:
-    """Samples the Admin API every `interval` seconds on a thread (and the active controller
-    every `controller_every` samples); a failed sample is skipped, never fatal."""
+    """Samples the Admin API every `interval` seconds on a thread; a failed sample is
+    skipped, never fatal. Nothing slower runs on that thread: a stable window needs samples
+    at both of its edges, so a gap of a few seconds can leave no window covered."""
 
     bootstrap: str
     broker_ids: list[int]
     interval: float = 1.0
-    controller_every: int = 5
     snapshots: list[Snapshot] = field(default_factory=list)
     errors: int = 0
 
     def __post_init__(self) -> None:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._controller: int | None = None
         self._admin: Any = None
 
     def sample(self) -> Snapshot | None:
@@ -133,9 +132,6 @@ class TruthSampler:
             if self._admin is None:
                 self._admin = admin_client(self.bootstrap)
             snap = admin_snapshot(self.bootstrap, internal=True, admin=self._admin)
-            if len(self.snapshots) % self.controller_every == 0:
-                self._controller = active_controller(self.bootstrap)
-            snap.controller = self._controller
         except Exception:
             self.errors += 1
             return None

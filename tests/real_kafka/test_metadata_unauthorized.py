@@ -133,6 +133,12 @@ def test_an_acl_refusing_describe_configs_is_unauthorized_until_granted(
     monkeypatch.setattr(threading, "excepthook", escaped.append)
     admin = AdminClient(secured.client_config())
     _allow(admin, AclOperation.DESCRIBE)
+    # CreateAcls returns once the controller has committed the ACL; the broker's authorizer
+    # applies it from the metadata log a moment later. Until then `reader` sees no topic and
+    # the poll is refused for the cluster, not for the configs this test is about.
+    reader = AdminClient(secured.client_config(READER))
+    wait_for(lambda: "orders" in reader.list_topics(timeout=10).topics, 30,
+             "the broker applying reader's Describe")
 
     registry = CollectorRegistry()
     service = MetadataService(_config(secured, tmp_path, SASL.users[READER]),
