@@ -145,27 +145,27 @@ def write_task_files(decoded: pa.Table, root: str,
     """Write a chunk's bronze rows (one file per date partition) and its reject rows (one
     quarantine file) under the tables' folders at `root`; nothing is committed."""
     files: list[TaskFile] = []
-    good = pc.is_null(decoded["reject_reason"])
-    every_row_good = decoded["reject_reason"].null_count == decoded.num_rows
+    has_rejects = decoded["reject_reason"].null_count < decoded.num_rows
+    good = pc.is_null(decoded["reject_reason"]) if has_rejects else None
     bronze_schema = arrow_schema("bronze")
     bronze = decoded.select(bronze_schema.names).cast(bronze_schema)
-    if not every_row_good:  # filters copy every column: only when there is a reject
+    if good is not None:  # filters copy every column: only when there is a reject
         bronze = bronze.filter(good)
     partition_by = table_spec("bronze").get("partition_by") or []
     if bronze.num_rows:
         (column,) = partition_by  # bronze is partitioned by date alone
         dates = pc.unique(bronze[column]).to_pylist()
         for value in dates:
-            mask = (pc.is_null(bronze[column]) if value is None
-                    else pc.fill_null(pc.equal(bronze[column], value), False))
-            part = bronze if len(dates) == 1 else bronze.filter(mask)
+            part = bronze if len(dates) == 1 else bronze.filter(
+                pc.is_null(bronze[column]) if value is None
+                else pc.fill_null(pc.equal(bronze[column], value), False))
             files.append(_write(part.drop_columns(partition_by), root, "bronze",
                                 {column: value}, storage))
-    rejected = decoded.filter(pc.invert(good)) if not every_row_good else decoded.slice(0, 0)
-    if rejected.num_rows:
+    if good is not None:
         schema = arrow_schema("quarantine")
-        files.append(_write(quarantine_rows(rejected).select(schema.names).cast(schema), root,
-                            "quarantine", {}, storage))
+        rejected = quarantine_rows(decoded.filter(pc.invert(good)))
+        files.append(_write(rejected.select(schema.names).cast(schema), root, "quarantine", {},
+                            storage))
     return files
 
 
