@@ -7,7 +7,8 @@ resolved with Maven (pinned in deploy/jvm/pom.xml) into `$KAFKA_HEALTH_CACHE/jvm
     an s3a:// spark.checkpoint or delta.path -> hadoop-aws (S3A with the AWS SDK bundle)
 
 Each component's folder holds only what the pyspark wheel's own jars lack (the poms exclude
-the rest), so the list goes to `spark.jars` as it is. A component already inside Spark's
+the rest), so the list goes to the session as it is (streaming.runtime.spark_session: the
+driver's class path in local mode, `spark.jars` otherwise). A component already inside Spark's
 own jars folder (an image that copied it there, see deploy/docker/Dockerfile) needs nothing
 from the cache, and a jar of the same file name as one in that folder is left out.
 """
@@ -62,10 +63,10 @@ def spark_jars_dir() -> Path | None:
 
 
 def session_jars(config: Config) -> list[str]:
-    """Absolute paths of the jars the Spark session needs for `config`, for `spark.jars`
-    (comma-joined): every jar of each required component's cache folder, components in the
-    order spark-kafka, delta, hadoop-aws, jars by name within one. Empty when the config
-    needs none (the python source, delta-rs, no s3a:// location).
+    """Absolute paths of the jars the Spark session needs for `config`: every jar of each
+    required component's cache folder, components in the order spark-kafka, delta,
+    hadoop-aws, jars by name within one. Empty when the config needs none (the python
+    source, delta-rs, no s3a:// location).
 
     Raises MissingJars naming the component, the config key that needs it and
     `bash deploy/bootstrap.sh` when a required component is neither in the cache nor in

@@ -105,9 +105,18 @@ def spark_conf(config: Config) -> dict[str, str]:
         defaults.update(DELTA_SPARK_CONF)
     merged = {**defaults, **config.spark.conf}
     # The JVM components the config asks for (Spark's kafka source, delta-spark, S3A),
-    # resolved by Maven into the cache; a user's own spark.jars come after them.
+    # resolved by Maven into the cache, before a user's own jars.
     jars = session_jars(config)
-    if jars:
-        own = [jar for jar in merged.get("spark.jars", "").split(",") if jar]
-        merged["spark.jars"] = ",".join(jars + own)
+    if not jars:
+        return merged
+    if (config.spark.master or "").startswith("local"):
+        # In local mode the executor is the driver's JVM: the jars go on its class path as
+        # they are. On `spark.jars` every start would copy them (over 600 MB with S3A's AWS
+        # SDK) into a spark-*/userFiles folder under spark.local.dir, which Spark deletes
+        # at a clean exit only: each SIGKILL or OOM kill of the job would leave one behind.
+        key, separator = "spark.driver.extraClassPath", os.pathsep
+    else:  # executors elsewhere fetch them from the driver
+        key, separator = "spark.jars", ","
+    own = [jar for jar in merged.get(key, "").split(separator) if jar]
+    merged[key] = separator.join(jars + own)
     return merged

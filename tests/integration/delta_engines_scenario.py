@@ -2,7 +2,7 @@
 
     python -m tests.integration.delta_engines_scenario OUT
 
-A process of its own because its Spark session needs delta-spark on `spark.jars` and
+A process of its own because its Spark session needs delta-spark on its class path and
 Delta's SQL extension, which only a new JVM takes (pyspark keeps one JVM per process). The
 same calls (appends, upserts with and without an owned scope, deletes, retention, vacuum,
 compaction, a column added to an older table) run under OUT/delta-rs and OUT/delta-spark;

@@ -4,7 +4,7 @@
 
 A process of its own, because its session needs what every pair needs, which only a new
 JVM takes (pyspark keeps one JVM per process): Spark's kafka source and delta-spark on
-`spark.jars`, and Delta's SQL extension. One session for the four runs keeps the JVM's
+its class path, and Delta's SQL extension. One session for the four runs keeps the JVM's
 start and warm-up to one. Each CONFIG (a `kafka-health run` config file, its engines
 chosen) runs as the job does (`Job.start`) until its bronze holds EXPECTED_BRONZE_ROWS,
 then stops after its batch and its signals; OUT/seconds.json says how long each took.

@@ -83,6 +83,11 @@ def crash_and_recover(endpoint: str, broker, topic: str, tmp_path, expected: int
     (s3a://), delta-rs through s3://, both with the options of delta.storage_options (the
     secret key by reference, from the environment)."""
     monkeypatch.setenv("KH_TEST_S3_SECRET", SECRET)
+    # Spark's scratch folders of the crashed runs, which a SIGKILL leaves behind: they must
+    # not hold a copy of the S3A jars (600 MB a start)
+    scratch = tmp_path / "spark-local"
+    scratch.mkdir()
+    monkeypatch.setenv("SPARK_LOCAL_DIRS", str(scratch))
     options = {"AWS_ENDPOINT_URL": endpoint, "AWS_REGION": "us-east-1",
                "AWS_ALLOW_HTTP": "true", "AWS_ACCESS_KEY_ID": KEY_ID}
     config = config_file(
@@ -122,4 +127,6 @@ def crash_and_recover(endpoint: str, broker, topic: str, tmp_path, expected: int
         job.wait(30)
         kills += 1
     assert kills == 7 and bronze() < expected, "the kills came too late"
+    assert list(scratch.iterdir()), "SPARK_LOCAL_DIRS was not Spark's scratch folder"
+    assert not list(scratch.rglob("*.jar")), "each killed start left its jars behind"
     run_to_end(config, root, expected, log, storage_options=readable)

@@ -54,3 +54,23 @@ def test_delta_spark_gets_deltas_extension_catalog_int64_timestamps_and_c2(monke
     rs = spark_conf(load_config(None, environ={}))
     assert not set(DELTA_SPARK_CONF) & set(rs)
     assert "-XX:TieredStopAtLevel=1" in rs["spark.driver.extraJavaOptions"].split()
+
+
+@pytest.mark.parametrize("master, key, separator", [
+    ("local[2]", "spark.driver.extraClassPath", ":"),
+    ("spark://127.0.0.1:7077", "spark.jars", ","),
+])
+def test_the_jars_go_on_the_class_path_in_local_mode_and_to_the_executors_elsewhere(
+        monkeypatch, master, key, separator):
+    """In local mode the driver's JVM runs the tasks, so the jars need no copy (a copy per
+    start would outlive a killed job); a cluster's executors fetch them. A user's own
+    entries are kept, after ours."""
+    monkeypatch.setattr("streaming.runtime.spark_session.session_jars",
+                        lambda config: ["/cache/a.jar", "/cache/b.jar"])
+    conf = spark_conf(load_config(None, environ={
+        "KAFKA_HEALTH__SPARK__CHECKPOINT": "s3a://bucket/ckpt",
+        "KAFKA_HEALTH__SPARK__MASTER": master,
+        "KAFKA_HEALTH__SPARK__CONF": json.dumps({key: "/mine.jar"})}))
+    assert conf[key].split(separator) == ["/cache/a.jar", "/cache/b.jar", "/mine.jar"]
+    other = ({"spark.jars", "spark.driver.extraClassPath"} - {key}).pop()
+    assert other not in conf
