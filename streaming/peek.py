@@ -13,6 +13,7 @@ moves anyone's offsets.
 
 from __future__ import annotations
 
+import difflib
 import time
 from collections import Counter
 from dataclasses import dataclass, field, replace
@@ -105,10 +106,8 @@ def _ranges(consumer: Any, topic: str, count: int, from_beginning: bool,
     metadata = consumer.list_topics(timeout=timeout)
     found = metadata.topics.get(topic)
     if found is None or found.error is not None:
-        names = sorted(t for t in metadata.topics if not t.startswith("__"))
-        listed = ", ".join(shown(n) for n in names[:20]) + (" ..." if len(names) > 20 else "")
         raise PeekError(f"no topic {shown(topic)!r} on {len(metadata.brokers)} broker(s); "
-                        f"its topics: {listed or 'none'}")
+                        f"its topics: {_topics_listed(topic, metadata.topics) or 'none'}")
     ranges = []
     for partition in sorted(found.partitions):
         low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition),
@@ -118,6 +117,17 @@ def _ranges(consumer: Any, topic: str, count: int, from_beginning: bool,
         if end > start:
             ranges.append(KafkaRange(topic, partition, start, end))
     return ranges
+
+
+def _topics_listed(asked: str, topics: Any, limit: int = 20) -> str:
+    """Up to `limit` of the cluster's topics (internal ones left out), those closest to
+    the name asked first: on a cluster with hundreds of topics the one a typo meant must
+    not fall behind the cut."""
+    names = sorted(t for t in topics if not t.startswith("__"))
+    close = difflib.get_close_matches(asked, names, n=5, cutoff=0.6)
+    ordered = close + [name for name in names if name not in close]
+    return (", ".join(shown(n) for n in ordered[:limit])
+            + (" ..." if len(ordered) > limit else ""))
 
 
 def _read(consumer: Any, want: Any, deadline: float) -> list[pa.RecordBatch]:

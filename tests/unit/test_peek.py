@@ -9,7 +9,7 @@ import pyarrow as pa
 
 from streaming.config import Config
 from streaming.decode.records import DecodeContext
-from streaming.peek import SIGNAL_INPUTS, format_peek, peek
+from streaming.peek import SIGNAL_INPUTS, _topics_listed, format_peek, peek
 from streaming.schemas import arrow_schema
 from streaming.signals.broker import SIGNAL_METRICS
 from streaming.simulate.formats import ENCODERS
@@ -88,3 +88,13 @@ def test_peek_of_an_empty_topic_says_so() -> None:
     text = format_peek(peek(empty, DecodeContext.from_config(Config()), TOPIC, None), "default")
     assert "0 record(s)" in text and "none (no records)" in text
     assert "can feed (0 of" in text
+
+
+def test_a_missing_topic_lists_the_names_closest_to_the_typo_first() -> None:
+    names = [f"app-events-{n:02d}" for n in range(30)] + ["__consumer_offsets",
+                                                           "zz-kafka-metrics"]
+    listed = _topics_listed("zz-kafka-metrcs", names).split(", ")
+    assert listed[0] == "zz-kafka-metrics"  # the last by name: behind a plain cut
+    assert len(listed) == 20 and listed[-1].endswith(" ...")
+    assert not any(name.startswith("__") for name in listed)
+    assert _topics_listed("orders", ["audit", "orders-v2"]) == "orders-v2, audit"
