@@ -24,13 +24,13 @@ import pyarrow.compute as pc
 
 from streaming.decode.records import DecodeContext, decode_record_batch, reason_category
 from streaming.logsetup import kafka_logger
-from streaming.report.text import shown
 from streaming.signals.broker import (
     INCREASE_METRICS,
     LAST_SIGNALS,
     MAX_SIGNALS,
     MIN_MEAN_SIGNALS,
 )
+from streaming.text import shown
 
 # broker_signals column (or partial) -> the (metric, attribute) of the samples it reads;
 # together they read every metric in SIGNAL_METRICS (held so by a test)

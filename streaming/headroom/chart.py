@@ -16,6 +16,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from streaming.headroom.model import BOUND_ORDER, BrokerHeadroom
+from streaming.text import drawn
 
 HISTORY_COLUMNS = ("broker", "timestamp", "partitions")
 CEILING_COLUMNS = ("broker", "bound", "ceiling", "binding")
@@ -109,7 +110,7 @@ def _draw_broker(ax: Axes, broker: object, hist: pd.DataFrame, ceil: pd.DataFram
                    linestyle="-" if binding else "--", label=label)
 
     ax.set_ylim(0, top)
-    ax.set_title(f"broker {broker}")
+    ax.set_title(f"broker {drawn(broker)}")
     ax.set_ylabel("partitions")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize="x-small", loc="upper left")

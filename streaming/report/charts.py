@@ -20,6 +20,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
+from streaming.text import drawn
+
 DPI = 100
 
 # One fixed colour per incident kind (streaming/signals/incidents.py KINDS), so a kind
@@ -150,7 +152,7 @@ def incidents_timeline(incidents: pd.DataFrame, since: datetime, now: datetime,
                         va="center", ha="right", fontsize="small", fontweight="bold",
                         color="white",
                         bbox={"boxstyle": "round,pad=0.2", "facecolor": "#b2182b", "edgecolor": "none"})
-        ylabels.append(f"{row.kind} · {scope}")
+        ylabels.append(f"{row.kind} · {drawn(scope)}")
 
     ax.set_yticks(range(n), ylabels, fontsize="small")
     ax.set_ylim(n - 0.4, -0.6)  # first incident on top
@@ -199,9 +201,9 @@ def signals_grid(rows: pd.DataFrame, signals: Sequence[Signal], series_labels: p
                 hit = v > 0
                 ax.plot(t, v, color=colours[key], linewidth=0.8, alpha=0.5, drawstyle="steps-post")
                 ax.scatter(t[hit], v[hit], color=colours[key], marker="v", s=60, zorder=3,
-                           edgecolor="black", label=f"{key}")
+                           edgecolor="black", label=drawn(key))
             else:
-                ax.plot(t, v, color=colours[key], linewidth=1.4, drawstyle="steps-post", label=f"{key}")
+                ax.plot(t, v, color=colours[key], linewidth=1.4, drawstyle="steps-post", label=drawn(key))
             drew = True
         if sig.threshold is not None:
             ax.axhline(sig.threshold, color="#b2182b", linestyle="--", linewidth=1.0,
@@ -238,7 +240,7 @@ def quarantine_bars(counts: pd.DataFrame, path: str | Path) -> Path:
     fig = _figure(10, max(2.0, 1.0 + 0.38 * n))
     ax = fig.add_subplot()
     ax.barh(range(n), counts["records"], color="#8c510a")
-    ax.set_yticks(range(n), counts["category"], fontsize="small")
+    ax.set_yticks(range(n), counts["category"].map(drawn), fontsize="small")
     ax.set_ylim(n - 0.4, -0.6)
     for i, v in enumerate(counts["records"]):
         ax.annotate(f"{int(v):,}", (v, i), xytext=(3, 0), textcoords="offset points", va="center",

@@ -28,7 +28,7 @@ from streaming.report.tables import (
     read_table,
     utc,
 )
-from streaming.report.text import shown, text_table
+from streaming.text import shown, text_table
 
 TABLE = "partition_headroom"
 

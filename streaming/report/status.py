@@ -30,9 +30,9 @@ import pyarrow.dataset as pads
 
 from streaming.report.headroom_view import headroom_table
 from streaming.report.tables import fmt_ts, latest_per_broker, read_table, sort_brokers
-from streaming.report.text import shown, text_table
 from streaming.schemas import arrow_schema
 from streaming.signals.incidents import stale_rows
+from streaming.text import shown, text_table
 
 
 @dataclass

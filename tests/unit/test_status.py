@@ -21,7 +21,7 @@ from streaming.metadata.board import CauseBoard, CauseView
 from streaming.pipeline.batch import BatchProcessor
 from streaming.report import headroom_table
 from streaming.report.tables import latest_per_broker, read_table
-from streaming.report.text import shown
+from streaming.text import shown
 
 START = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 MINUTE = timedelta(minutes=1)

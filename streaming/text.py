@@ -1,4 +1,4 @@
-"""Plain-text output for a terminal: bounded, printable identity strings and aligned tables.
+"""Plain-text output for a terminal or a picture: bounded, printable identity strings and aligned tables.
 
 Cluster and broker names come from the data (record keys, labels), so any text can reach
 a terminal: control characters could rewrite the screen and a megabyte name would bury
@@ -20,6 +20,13 @@ def shown(value: object, limit: int = MAX_SHOWN) -> str:
         text = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
                        for c in text)
     return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def drawn(value: object, limit: int = MAX_SHOWN) -> str:
+    """``shown`` for text matplotlib draws (titles, legends, tick labels): its dollar signs
+    escaped, so a name from the data is never parsed as mathtext (``$\\frac{$`` would stop
+    the drawing) and prints as written."""
+    return shown(value, limit).replace("$", r"\$")
 
 
 def text_table(headers: Sequence[str], rows: Iterable[Sequence[str]],
