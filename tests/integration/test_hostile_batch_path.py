@@ -139,6 +139,8 @@ def test_hostile_records_never_stop_the_batch_path(batch_path: BatchPath, classe
 
 def test_the_report_reads_what_hostile_batches_wrote(batch_path: BatchPath,
                                                      tmp_path: Path) -> None:
-    batch_path.run([identity_record(name, int(NOW * 1e6)) for name in ("it's", "x\ny", "\x00")])
+    batch_path.run([identity_record(name, int(NOW * 1e6)) for name in ("it's", "x\ny", "\x00",
+                                                                      "c$\\frac{$")])
     assert cli_main(["report", "--delta", str(batch_path.root), "--out", str(tmp_path)]) == 0
-    assert (tmp_path / "index.html").stat().st_size > 0
+    page = (tmp_path / "index.html").read_text()
+    assert "could not be built" not in page, "a name from the data broke a report section"
