@@ -70,6 +70,7 @@ class Job:
     def _start(self) -> StreamingQuery:
         self.processor.recover()
         self.processor.deferred_error = None  # an earlier run's, recovered just now
+        self.processor.stopping = False
         decoded = read_decoded_stream(self.spark, self.config)
         self.lag = LagProbe(self.config)
         # A batch has run, so the query is planned: Spark's planning daemons only hold memory.
@@ -86,13 +87,17 @@ class Job:
         )
         return self.query
 
-    def stop(self, timeout: float = 60.0) -> None:
-        """Stop between batches: interrupting an active trigger can crash the JVM."""
+    def stop(self, timeout: float = 20.0) -> None:
+        """Stop at the end of the batch in flight, or after `timeout` seconds in any case.
+
+        Stopping mid-trigger cancels the batch's Spark job: the batch fails and runs again
+        at the next start. The default leaves time for the
+        last batch's signals within Kubernetes' default 30 s grace period.
+        """
         query = self.query
         if query is not None and query.isActive:
-            deadline = time.monotonic() + timeout
-            while query.status.get("isTriggerActive") and time.monotonic() < deadline:
-                time.sleep(0.1)
+            self._await_batch_end(query, timeout)
+            self.processor.stopping = True
             query.stop()
         self.processor.wait_deferred()  # the last batch's signals
         if self.listener is not None:
@@ -101,6 +106,24 @@ class Job:
             self.lag.close()
         self.metadata.stop()  # its writes are under the lease too
         self.leases.release()
+
+    def _await_batch_end(self, query: StreamingQuery, timeout: float) -> None:
+        """Until no trigger is active or a batch has committed since the call. With
+        batches back to back the query is never seen between triggers (the next one starts
+        within microseconds), but a progress event comes right after each commit."""
+        committed = self.listener.batch_committed if self.listener is not None else None
+        if committed is not None:
+            committed.clear()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not query.status.get("isTriggerActive"):
+                return
+            if committed is None:
+                time.sleep(0.1)
+            elif committed.wait(0.1):
+                return
+        LOG.warning("stopping mid-batch after %.0f s: the batch runs again at the next start",
+                    timeout)
 
     def install_signal_handlers(self) -> None:
         def handle(signum: int, frame: Any) -> None:

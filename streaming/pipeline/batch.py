@@ -76,6 +76,9 @@ class BatchProcessor:
         self.handoff: Handoff | None = None  # the running deferred steps' go-ahead
         self.deferred_error: BaseException | None = None
         self.finished: deque[BatchStats] = deque(maxlen=64)  # newest last, for benchmarks
+        # Set by Job.stop before it stops the query: a batch that fails then was cancelled by
+        # the stop (its Spark job), not by its data, so it is not noted as a failed attempt.
+        self.stopping = False
         self.validator = BronzeValidator(config.quality.validate_every_n_batches,
                                          config.quality.sample_rows)
         self.defaulted = DefaultedIdentity(config.identity.default_cluster)
@@ -106,7 +109,10 @@ class BatchProcessor:
             self.wait_deferred()
             self.stages.open_windows.clear()  # the batch may have been absorbed: never count it twice
             attempt, self.attempt = self.attempt, None
-            if (isinstance(err, Exception) and not isinstance(err, PreviousBatchFailed)
+            if self.stopping:
+                LOG.info("batch %d: cancelled by the stop; it runs again at the next start",
+                         batch_id)
+            elif (isinstance(err, Exception) and not isinstance(err, PreviousBatchFailed)
                     and attempt is not None and attempt[0] == batch_id):
                 self.failures.record(self.app_id, batch_id, poison.offset_ranges(attempt[1]),
                                      err)

@@ -4,6 +4,7 @@ micro-batch for the console."""
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -28,6 +29,9 @@ class ProgressListener(JsonProgressListener):
         self.printer = printer
         self.last_end: dict[str, Any] | None = None
         self.signals_shown = -1
+        # Set by every progress event, which Spark posts once the batch's offsets are
+        # committed: the moment a stop interrupts no batch's work (see Job.stop).
+        self.batch_committed = threading.Event()
 
     def onQueryStarted(self, event: Any) -> None:
         if self.exporter:
@@ -38,6 +42,7 @@ class ProgressListener(JsonProgressListener):
                                    time.time())
 
     def onQueryProgress(self, event: Any) -> None:
+        self.batch_committed.set()
         if self.after_first_batch is not None:
             first, self.after_first_batch = self.after_first_batch, None
             first()

@@ -125,9 +125,7 @@ def running_job(spark: Any, env: dict[str, str] | Config, exporter: Exporter | N
     try:
         yield job
     finally:
-        # A job kept busy (batches back to back) is never between triggers: Job.stop waits
-        # its whole timeout for a gap, then stops the query mid-trigger all the same
-        job.stop(timeout=10)
+        job.stop()
 
 
 def run_until(spark: Any, env: dict[str, str], condition: Callable[[], Any], timeout: float,
