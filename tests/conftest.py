@@ -14,7 +14,17 @@ import pytest
 
 os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
 
-_QUERY_REPORT: list[str] = []
+# Lines printed after the run under their section's title; a pytest-xdist worker hands its
+# own to the controller when it finishes (pytest_sessionfinish, pytest_testnodedown).
+_SUMMARY: dict[str, list[str]] = {}
+
+
+def summary_section(title: str) -> list[str]:
+    """The list whose lines are printed after the run under `title`."""
+    return _SUMMARY.setdefault(title, [])
+
+
+_QUERY_REPORT = summary_section("dashboard queries against Prometheus")
 
 
 def wait_for(condition: Callable[[], Any], timeout: float, what: str, every: float = 0.5) -> Any:
@@ -78,8 +88,48 @@ def query_report() -> list[str]:
     return _QUERY_REPORT
 
 
-def pytest_terminal_summary(terminalreporter, exitstatus, config):  # noqa: ARG001
-    if _QUERY_REPORT:
-        terminalreporter.section("dashboard queries against Prometheus")
-        for line in _QUERY_REPORT:
-            terminalreporter.write_line(line)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    output = getattr(session.config, "workeroutput", None)  # set in an xdist worker only
+    if output is not None:
+        output["summary"] = _SUMMARY
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:  # noqa: ARG001
+    for title, lines in getattr(node, "workeroutput", {}).get("summary", {}).items():
+        summary_section(title).extend(lines)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):  # noqa: ANN001, ARG001
+    for title, lines in _SUMMARY.items():
+        if lines:
+            terminalreporter.section(title)
+            for line in lines:
+                terminalreporter.write_line(line)
+
+
+def _module_or_real_kafka(nodeid: str) -> str:
+    """A test's unit of work on a pytest-xdist worker: its module, or tests/real_kafka as a
+    whole, whose package-scoped bed (five Kafka nodes) must start once, on one worker."""
+    module = nodeid.split("::", 1)[0]
+    return "tests/real_kafka" if "real_kafka" in Path(module).parts else module
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """deploy/test.sh runs two workers; each takes a whole unit (see above) at a time, so a
+    module's fixtures start once. (xdist's own `loadgroup` cannot do it under pytest 9: it
+    renames the test ids through an attribute pytest no longer reads.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModuleScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _module_or_real_kafka(nodeid)
+
+    return ModuleScheduling(config, log)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """tests/real_kafka first: the longest unit of work, started early, leaves the short
+    modules to even out the two workers' ends."""
+    items.sort(key=lambda item: _module_or_real_kafka(item.nodeid) != "tests/real_kafka")

@@ -26,6 +26,7 @@ from streaming.testbed import faults
 from streaming.testbed.kafka import KafkaCluster, create_topic
 from streaming.testbed.shipper import Shipper, Target
 from streaming.testbed.truth import TruthSampler
+from tests.conftest import summary_section
 from tests.integration.helpers import running_job
 
 WINDOW = 10
@@ -33,7 +34,7 @@ NAMES = ("via-jolokia", "via-prometheus")
 ORDERS = "orders"
 METADATA_INTERVAL = 4  # seconds between Admin API polls (production: 30)
 # Where Kafka's JMX and its Admin API tell different stories; printed after the run.
-FINDINGS: list[str] = []
+FINDINGS = summary_section("real Kafka: JMX against the Admin API")
 
 
 @dataclass
@@ -43,13 +44,6 @@ class Bed:
     job: Any
     exporter: Exporter
     delta: Path
-
-
-def pytest_terminal_summary(terminalreporter, exitstatus, config):  # noqa: ANN001, ARG001
-    if FINDINGS:
-        terminalreporter.section("real Kafka: JMX against the Admin API")
-        for line in FINDINGS:
-            terminalreporter.write_line(line)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
