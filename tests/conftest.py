@@ -117,9 +117,10 @@ def _module_or_real_kafka(nodeid: str) -> str:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """deploy/test.sh runs two workers; each takes a whole unit (see above) at a time, so a
-    module's fixtures start once. (xdist's own `loadgroup` cannot do it under pytest 9: it
-    renames the test ids through an attribute pytest no longer reads.)"""
+    """With KAFKA_HEALTH_TEST_WORKERS=2, deploy/test.sh runs two workers; each takes a
+    whole unit (see above) at a time, so a module's fixtures start once. (xdist's own
+    `loadgroup` cannot do it under pytest 9: it renames the test ids through an attribute
+    pytest no longer reads.)"""
     from xdist.scheduler import LoadScopeScheduling
 
     class ModuleScheduling(LoadScopeScheduling):
@@ -129,7 +130,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     return ModuleScheduling(config, log)
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """tests/real_kafka first: the longest unit of work, started early, leaves the short
-    modules to even out the two workers' ends."""
-    items.sort(key=lambda item: _module_or_real_kafka(item.nodeid) != "tests/real_kafka")
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """On xdist workers, tests/real_kafka first: the longest unit of work, started early,
+    leaves the short modules to even out the two workers' ends."""
+    if hasattr(config, "workerinput"):
+        items.sort(key=lambda item: _module_or_real_kafka(item.nodeid) != "tests/real_kafka")
