@@ -91,8 +91,8 @@ class Job:
         """Stop at the end of the batch in flight, or after `timeout` seconds in any case.
 
         Stopping mid-trigger cancels the batch's Spark job: the batch fails and runs again
-        at the next start. The default leaves time for the
-        last batch's signals within Kubernetes' default 30 s grace period.
+        at the next start. The default leaves time for the last batch's signals within
+        Kubernetes' default 30 s grace period.
         """
         query = self.query
         if query is not None and query.isActive:
@@ -111,16 +111,12 @@ class Job:
         """Until no trigger is active or a batch has committed since the call. With
         batches back to back the query is never seen between triggers (the next one starts
         within microseconds), but a progress event comes right after each commit."""
-        committed = self.listener.batch_committed if self.listener is not None else None
-        if committed is not None:
-            committed.clear()
+        assert self.listener is not None  # _start adds it before it starts the query
+        committed = self.listener.batch_committed
+        committed.clear()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if not query.status.get("isTriggerActive"):
-                return
-            if committed is None:
-                time.sleep(0.1)
-            elif committed.wait(0.1):
+            if not query.status.get("isTriggerActive") or committed.wait(0.1):
                 return
         LOG.warning("stopping mid-batch after %.0f s: the batch runs again at the next start",
                     timeout)
