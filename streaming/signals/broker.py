@@ -260,6 +260,11 @@ def _wide_partials(windowed: pa.Table, config: SignalsConfig) -> pa.Table:
         add(name, _only(windowed, "value", mask), "last")
         add(f"{name}__ts", pc.if_else(mask, micros, pa.scalar(None, pa.int64())), "last")
         add(f"{name}__offset", _only(windowed, "source_offset", mask), "last")
+    # The broker's first claim of the controller in the window: beside the time of its
+    # newest ActiveControllerCount, it tells a handover from two nodes claiming at once
+    # (streaming.signals.cluster.active_controllers).
+    claims = pc.and_(masks("ActiveControllerCount", "Value"), pc.greater(windowed["value"], 0))
+    add("controller_claim", pc.if_else(claims, micros, pa.scalar(None, pa.int64())), "min")
     for name, (metric, attribute) in MAX_SIGNALS.items():
         add(name, _only(windowed, "value", masks(metric, attribute)), "max")
     for name, (metric, attribute, source, scale) in MIN_MEAN_SIGNALS.items():
@@ -384,6 +389,8 @@ def finalize(partials: pa.Table, segments: pa.Table) -> pa.Table:
                                          "last_sample_ts")}
     for name in (*LAST_SIGNALS, *MAX_SIGNALS):
         out[name] = grouped[name]
+    out["active_controller_last_at"] = pc.cast(grouped["active_controller_last__ts"], TS)
+    out["active_controller_claimed_at"] = pc.cast(grouped["controller_claim_min"], TS)
     for name in INCREASE_METRICS:
         # 0 when the series reported but had nothing to compare; null when it never reported
         reported = pc.greater(grouped[f"{name}_reported_sum"], 0)

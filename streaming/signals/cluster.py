@@ -9,12 +9,39 @@ from __future__ import annotations
 from collections import defaultdict
 from datetime import UTC, datetime
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from streaming.schemas import arrow_schema
 
 KEYS = ["cluster", "window_start"]
+
+
+def controller_claims(broker_rows: pa.Table) -> pa.ChunkedArray:
+    """Per broker row: its ActiveControllerCount as the cluster's count takes it.
+
+    That is the window's last value, except for a superseded claim: one whose newest sample
+    is older than another node's first claim in the same window. Leadership moved inside
+    the window (a failover, a resignation) and the old controller's last word predates the
+    new one's first; summing both would read 2 controllers for a window in which there was
+    never more than one at a time. A split brain still counts 2: both nodes go on claiming,
+    so each one's newest claim is after the other's first. Rows without the claim times
+    (written before they were kept) count their last value.
+    """
+    last = broker_rows["active_controller_last"]
+    claiming = pc.fill_null(pc.greater(last, 0), False)
+    first_claim = pc.if_else(claiming, broker_rows["active_controller_claimed_at"],
+                             pa.scalar(None, broker_rows["active_controller_claimed_at"].type))
+    rows = pa.table({"cluster": broker_rows["cluster"],
+                     "window_start": broker_rows["window_start"], "first_claim": first_claim,
+                     "row": pa.array(np.arange(broker_rows.num_rows))})
+    newest_first = rows.group_by(KEYS, use_threads=False).aggregate(
+        [("first_claim", "max", pc.ScalarAggregateOptions(skip_nulls=True, min_count=1))])
+    aligned = rows.select([*KEYS, "row"]).join(newest_first, KEYS).sort_by("row")
+    superseded = pc.fill_null(pc.and_(claiming, pc.less(broker_rows["active_controller_last_at"],
+                                                         aligned["first_claim_max"])), False)
+    return pc.if_else(superseded, pa.scalar(0.0, last.type), last)
 
 
 def controller_unknown(broker_rows: pa.Table, keys: pa.Table) -> pa.Array:
@@ -30,13 +57,13 @@ def controller_unknown(broker_rows: pa.Table, keys: pa.Table) -> pa.Array:
     """
     reported: dict[tuple[str, object], set[str]] = defaultdict(set)
     claims: dict[tuple[str, object], set[str]] = defaultdict(set)
-    columns = broker_rows.select(["cluster", "broker", "window_start", "active_controller_last"])
+    columns = broker_rows.select(["cluster", "broker", "window_start", "controller_claim"])
     for row in columns.to_pylist():
-        if row["active_controller_last"] is None:
+        if row["controller_claim"] is None:
             continue
         key = (row["cluster"], row["window_start"])
         reported[key].add(row["broker"])
-        if row["active_controller_last"] > 0:
+        if row["controller_claim"] > 0:
             claims[key].add(row["broker"])
     unknown: set[tuple[str, object]] = set()
     claimed: dict[str, set[str]] = {}
@@ -58,7 +85,8 @@ def cluster_signals(broker_rows: pa.Table, since: datetime | None = None) -> pa.
     Rows come for the windows from `since` on; the broker rows before it are the look-back
     that tells which broker was the controller (see `controller_unknown`).
 
-    ActiveControllerCount is 1 only on the active controller (KRaft): the healthy sum is 1.
+    ActiveControllerCount is 1 only on the active controller (KRaft): the healthy sum is 1
+    (a claim superseded inside the window counts 0: `controller_claims`).
     UnderMinIsrPartitionCount counts led partitions only, so the sum does not double count.
     A sum over brokers none of which reported the metric stays null ("no data"), not 0.
     Unclean elections take the max over brokers, not the sum: under KRaft every controller
@@ -70,10 +98,11 @@ def cluster_signals(broker_rows: pa.Table, since: datetime | None = None) -> pa.
     if broker_rows.num_rows == 0:
         return schema.empty_table()
     skip_nulls = pc.ScalarAggregateOptions(skip_nulls=True, min_count=1)
+    broker_rows = broker_rows.append_column("controller_claim", controller_claims(broker_rows))
     grouped = broker_rows.group_by(KEYS, use_threads=False).aggregate([
         ("window_end", "max"), ([], "count_all"),
         ("offline_partitions_max", "max", skip_nulls),
-        ("active_controller_last", "sum", skip_nulls),
+        ("controller_claim", "sum", skip_nulls),
         ("under_min_isr_max", "sum", skip_nulls),
         ("under_replicated_max", "sum", skip_nulls),
         ("unclean_elections_increase", "max", skip_nulls),
@@ -82,8 +111,8 @@ def cluster_signals(broker_rows: pa.Table, since: datetime | None = None) -> pa.
         grouped = grouped.filter(pc.greater_equal(grouped["window_start"],
                                                   pa.scalar(since, grouped["window_start"].type)))
     unknown = controller_unknown(broker_rows, grouped)
-    active = pc.if_else(unknown, pa.scalar(None, grouped["active_controller_last_sum"].type),
-                        grouped["active_controller_last_sum"])
+    active = pc.if_else(unknown, pa.scalar(None, grouped["controller_claim_sum"].type),
+                        grouped["controller_claim_sum"])
     now = datetime.now(UTC)
     return pa.table({
         "cluster": grouped["cluster"], "window_start": grouped["window_start"],

@@ -6,8 +6,11 @@ from datetime import UTC, datetime, timedelta
 
 import pyarrow as pa
 
+from streaming.config import SignalsConfig
 from streaming.schemas import arrow_schema
+from streaming.signals.broker import SAMPLE_COLUMNS, broker_signals, finalize
 from streaming.signals.cluster import cluster_signals
+from streaming.signals.incremental import chunk_parts, merge_partials
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -67,3 +70,66 @@ def test_a_controller_that_moved_or_was_lost_while_its_broker_reports_is_known()
     assert controllers(lost) == [1.0, 0.0], "the old controller reports 0: a real zero"
     never = window(0, {"1": 0, "2": 0})
     assert controllers(never) == [0.0], "no controller seen in the look-back: the sum"
+
+
+def controller_bronze(claims: dict[str, list[tuple[int, float]]]) -> pa.Table:
+    """ActiveControllerCount samples: broker -> [(seconds after START, value)]."""
+    schema = arrow_schema("bronze")
+    rows = [{name: None for name in schema.names} | {
+        "cluster": "c", "broker": broker, "ts": START + timedelta(seconds=at),
+        "metric": "ActiveControllerCount", "attribute": "Value", "labels": [],
+        "value": value, "kind": "gauge", "source_offset": at}
+        for broker, series in claims.items() for at, value in series]
+    return pa.Table.from_pylist(rows, schema=schema)
+
+
+def controller_signals(claims: dict[str, list[tuple[int, float]]]) -> pa.Table:
+    return broker_signals(controller_bronze(claims), SignalsConfig())
+
+
+def window_controllers(claims: dict[str, list[tuple[int, float]]]) -> list[float | None]:
+    return [r["active_controllers"] for r in cluster_signals(controller_signals(claims))
+            .to_pylist()]
+
+
+def test_a_failover_inside_a_window_is_one_controller_not_two() -> None:
+    """Broker 1 claims until it dies at 25 s; broker 2 claims from 35 s. Each one's last
+    sample in the window says 1, but the old claim ended before the new one began."""
+    claims = {"1": [(0, 1.0), (10, 1.0), (20, 1.0)],
+              "2": [(0, 0.0), (10, 0.0), (20, 0.0), (35, 1.0), (45, 1.0), (55, 1.0)],
+              "3": [(5, 0.0), (25, 0.0), (50, 0.0)]}
+    assert window_controllers(claims) == [1.0]
+
+
+def test_a_handover_back_and_forth_inside_a_window_is_one_controller() -> None:
+    claims = {"1": [(0, 1.0), (10, 0.0), (20, 0.0), (30, 1.0), (40, 1.0)],  # 1, then 2, then 1
+              "2": [(5, 0.0), (15, 1.0), (25, 0.0), (35, 0.0), (45, 0.0)]}
+    assert window_controllers(claims) == [1.0]
+
+
+def test_two_nodes_claiming_at_once_are_two_controllers() -> None:
+    split = {"1": [(0, 1.0), (20, 1.0), (40, 1.0)],
+             "2": [(10, 0.0), (25, 1.0), (45, 1.0)]}  # 1 still claims after 2's first claim
+    assert window_controllers(split) == [2.0]
+    # broker 1's last sample in the window (1) comes after broker 2's first claim
+    split_late = {"1": [(0, 1.0), (50, 1.0)], "2": [(30, 1.0)]}
+    assert window_controllers(split_late) == [2.0]
+
+
+def test_the_claim_times_survive_partials_merged_from_chunks() -> None:
+    """The read tasks reduce each chunk to partials; the merged first claim and newest
+    sample must be the same as from all the samples at once."""
+    claims = {"1": [(0, 1.0), (10, 1.0), (20, 1.0)],
+              "2": [(0, 0.0), (30, 1.0), (50, 1.0)]}
+    whole = controller_signals(claims)
+    table = controller_bronze(claims).select(SAMPLE_COLUMNS)
+    config = SignalsConfig()
+    parts = [chunk_parts(table.slice(i, 2), config) for i in range(0, table.num_rows, 2)]
+    merged = merge_partials([p[1] for p in parts], parts[0][1].schema)
+    pieces = finalize(merged, pa.concat_tables([p[2] for p in parts]))
+    columns = ["broker", "active_controller_last", "active_controller_last_at",
+               "active_controller_claimed_at"]
+    assert pieces.select(columns).to_pylist() == whole.select(columns).to_pylist()
+    assert whole.to_pylist()[0]["active_controller_claimed_at"] == START
+    assert whole.to_pylist()[1]["active_controller_claimed_at"] == START + timedelta(seconds=30)
+    assert [r["active_controllers"] for r in cluster_signals(pieces).to_pylist()] == [1.0]
