@@ -86,10 +86,17 @@ class SparkConfig:
     # has a heartbeat younger than this (renewed every sixth of it); an older one is taken
     # over. One held by a dead process on the same host is taken over at once.
     lease_timeout_seconds: float = 30.0
+    # A stop (SIGTERM, Ctrl-C) waits this long for the batch in flight to commit, then
+    # cancels it (it runs again at the next start). Keep it under the pod's grace period
+    # less the last batch's signals: 20 s fits Kubernetes' default 30 s.
+    stop_timeout_seconds: float = 20.0
 
     def validate(self, path: str) -> None:
         if not self.lease_timeout_seconds > 0:
             raise ConfigError(f"{path}.lease_timeout_seconds: must be > 0 seconds")
+        if not self.stop_timeout_seconds >= 0:
+            raise ConfigError(f"{path}.stop_timeout_seconds: must be >= 0 seconds (0 cancels "
+                              "the batch in flight at once)")
 
 
 @dataclass

@@ -87,8 +87,9 @@ class Job:
         )
         return self.query
 
-    def stop(self, timeout: float = 20.0) -> None:
-        """Stop at the end of the batch in flight, or after `timeout` seconds in any case.
+    def stop(self) -> None:
+        """Stop at the end of the batch in flight, or after `spark.stop_timeout_seconds` in
+        any case.
 
         Stopping mid-trigger cancels the batch's Spark job: the batch fails and runs again
         at the next start. The default leaves time for the last batch's signals within
@@ -96,7 +97,7 @@ class Job:
         """
         query = self.query
         if query is not None and query.isActive:
-            self._await_batch_end(query, timeout)
+            self._await_batch_end(query, self.config.spark.stop_timeout_seconds)
             self.processor.stopping = True
             query.stop()
         self.processor.wait_deferred()  # the last batch's signals

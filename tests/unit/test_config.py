@@ -33,6 +33,8 @@ def test_wrong_type_and_bad_choice_are_named(tmp_path):
         load_config(write(tmp_path, "source:\n  topics: [{name: t, format: xml}]\n"), environ={})
     with pytest.raises(ConfigError, match="source.engine"):
         load_config(write(tmp_path, "source:\n  engine: flink\n"), environ={})
+    with pytest.raises(ConfigError, match=r"spark.stop_timeout_seconds: must be >= 0"):
+        load_config(write(tmp_path, "spark:\n  stop_timeout_seconds: -1\n"), environ={})
 
 
 def test_environment_overrides_a_nested_key(tmp_path):
