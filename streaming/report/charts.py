@@ -20,6 +20,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
+from streaming.chart_values import plottable
 from streaming.text import drawn
 
 DPI = 100
@@ -188,6 +189,7 @@ def signals_grid(rows: pd.DataFrame, signals: Sequence[Signal], series_labels: p
         ax.grid(True, alpha=0.3)
         values = pd.to_numeric(rows[sig.column], errors="coerce") * sig.scale if sig.column in rows \
             else pd.Series(dtype=float)
+        values = plottable(values)
         if values.dropna().empty:
             _no_data(ax, "no data: no source reported this signal in the window")
             continue

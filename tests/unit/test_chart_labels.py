@@ -57,3 +57,22 @@ def test_signal_legends_and_incident_scopes(tmp_path: Path) -> None:
                               "resolved_at": [pd.NaT] * 4})
     assert charts.incidents_timeline(incidents, since, NOW, tmp_path / "incidents.png",
                                      labels.map(lambda n: f"broker {n}")).stat().st_size
+
+
+def test_values_near_the_largest_double_draw_without_overflow(tmp_path: Path) -> None:
+    """A hostile or broken gauge (1.7e308, -inf) draws at the charts' cap, a ceiling that is
+    not a number is left out: an axis that reaches the largest double overflows matplotlib's
+    tick locator, and one without finite limits raises."""
+    since = NOW - timedelta(hours=1)
+    starts = [since + timedelta(minutes=5 * i) for i in range(4)]
+    rows = pd.DataFrame({"window_start": starts,
+                         "under_min_isr_max": [1.0, 1.7976931348623157e308, 3.0, float("-inf")],
+                         "request_handler_idle_min": [0.5, 1e300, 0.2, 0.1]})
+    labels = pd.Series(["a/1", "a/1", "a/2", "a/2"])
+    assert charts.signals_grid(rows, charts.BROKER_SIGNALS, labels, since, NOW,
+                               tmp_path / "signals.png", "brokers", "broker").stat().st_size
+    history = pd.DataFrame({"broker": ["a/1", "a/1", "a/2"], "timestamp": [since, NOW, NOW],
+                            "partitions": [10.0, 1.7976931348623157e308, float("inf")]})
+    ceilings = pd.DataFrame({"broker": ["a/1", "a/2"], "bound": ["mmap"] * 2,
+                             "ceiling": [1e308, float("nan")], "binding": [True] * 2})
+    assert write_headroom_png(history, ceilings, tmp_path / "headroom.png").stat().st_size
