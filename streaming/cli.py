@@ -144,6 +144,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     broker = metrics_cluster(data / "kafka-metrics").start()
     stop = threading.Event()
     narration = None
+    job = None
     try:
         create_topic(broker.bootstrap, args.topic, partitions=3)
         config = demo_config(args, broker.bootstrap, data)
@@ -187,6 +188,11 @@ kafka-health demo running (Ctrl-C stops everything)
         stop.set()
         if narration:
             narration.stop()
+        if job is not None:
+            # Spark's Python workers may still hold a Kafka client (a read task the stop
+            # cancelled, the stream's planner): stopped first, they do not log the broker's
+            # going away as errors.
+            job.spark.stop()
         broker.stop()
 
 

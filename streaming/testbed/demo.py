@@ -425,6 +425,7 @@ kafka-health demo (Ctrl-C stops everything)
             narration.stop()
         if job:
             job.stop()
+            job.spark.stop()  # its Kafka clients, before the brokers they talk to
         if producer:
             producer.stop()
         if shipper:
