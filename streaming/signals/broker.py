@@ -262,7 +262,7 @@ def _wide_partials(windowed: pa.Table, config: SignalsConfig) -> pa.Table:
         add(f"{name}__offset", _only(windowed, "source_offset", mask), "last")
     # The broker's first claim of the controller in the window: beside the time of its
     # newest ActiveControllerCount, it tells a handover from two nodes claiming at once
-    # (streaming.signals.cluster.active_controllers).
+    # (streaming.signals.cluster.controller_claims).
     claims = pc.and_(masks("ActiveControllerCount", "Value"), pc.greater(windowed["value"], 0))
     add("controller_claim", pc.if_else(claims, micros, pa.scalar(None, pa.int64())), "min")
     for name, (metric, attribute) in MAX_SIGNALS.items():
