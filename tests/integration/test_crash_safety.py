@@ -14,6 +14,7 @@ import os
 import random
 import signal
 import time
+from pathlib import Path
 
 import pyarrow.fs as pafs
 import pytest
@@ -36,7 +37,11 @@ from tests.integration.test_skeleton import faulted_simulation
 from tests.s3 import BUCKET, KEY_ID, SECRET, s3_server
 
 pytestmark = pytest.mark.integration
+# 2 records per trigger while the job is killed: enough batches that the input outlasts
+# the seven kills; the run to the end and the reference take larger bites
 PER_TRIGGER = 2
+REFERENCE_PER_TRIGGER = 12
+FINAL_PER_TRIGGER = 20
 
 
 def test_seven_kills_on_object_storage_leave_tables_equal_to_an_uninterrupted_run(
@@ -44,9 +49,10 @@ def test_seven_kills_on_object_storage_leave_tables_equal_to_an_uninterrupted_ru
     sim = faulted_simulation(broker.bootstrap, topic, minutes=6)
     expected = sim.truth.samples_total
     reference = tmp_path / "reference"
-    # 2 records per trigger: enough batches that the input outlasts the six kills
+    # Batched otherwise than the crashed runs: the tables must not depend on where the
+    # batches fell, nor on where the kills fell
     reference_config = load_config(config_file(reference, broker.bootstrap, topic,
-                                               max_offsets=PER_TRIGGER))
+                                               max_offsets=REFERENCE_PER_TRIGGER))
     with running_job(spark, reference_config) as job:  # same code, in this process
         wait_for(lambda: count(reference / "delta", "bronze") >= expected, 300, "reference run")
         wait_for(lambda: not job.query.status["isTriggerActive"], 60, "the last batch")
@@ -90,12 +96,16 @@ def crash_and_recover(endpoint: str, broker, topic: str, tmp_path, expected: int
     monkeypatch.setenv("SPARK_LOCAL_DIRS", str(scratch))
     options = {"AWS_ENDPOINT_URL": endpoint, "AWS_REGION": "us-east-1",
                "AWS_ALLOW_HTTP": "true", "AWS_ACCESS_KEY_ID": KEY_ID}
-    config = config_file(
-        tmp_path / "crashed", broker.bootstrap, topic, max_offsets=PER_TRIGGER,
-        spark={"checkpoint": f"s3a://{BUCKET}/crashed/checkpoint"},
-        delta={"path": f"s3://{BUCKET}/crashed/delta", "storage_options": options,
-               "bronze_writers": "read_tasks",
-               "storage_secrets": {"AWS_SECRET_ACCESS_KEY": {"env": "KH_TEST_S3_SECRET"}}})
+
+    def crashed_config(name: str, per_trigger: int) -> Path:
+        return config_file(
+            tmp_path / name, broker.bootstrap, topic, max_offsets=per_trigger,
+            spark={"checkpoint": f"s3a://{BUCKET}/crashed/checkpoint"},
+            delta={"path": f"s3://{BUCKET}/crashed/delta", "storage_options": options,
+                   "bronze_writers": "read_tasks",
+                   "storage_secrets": {"AWS_SECRET_ACCESS_KEY": {"env": "KH_TEST_S3_SECRET"}}})
+
+    config = crashed_config("crashed", PER_TRIGGER)
     readable = {**options, "AWS_SECRET_ACCESS_KEY": SECRET}
     root, log = f"s3://{BUCKET}/crashed/delta", tmp_path / "crashed.log"
 
@@ -129,4 +139,6 @@ def crash_and_recover(endpoint: str, broker, topic: str, tmp_path, expected: int
     assert kills == 7 and bronze() < expected, "the kills came too late"
     assert list(scratch.iterdir()), "SPARK_LOCAL_DIRS was not Spark's scratch folder"
     assert not list(scratch.rglob("*.jar")), "each killed start left its jars behind"
-    run_to_end(config, root, expected, log, storage_options=readable)
+    # the same checkpoint and tables, a larger trigger: Spark's offsets carry over
+    run_to_end(crashed_config("final", FINAL_PER_TRIGGER), root, expected, log,
+               storage_options=readable)
