@@ -22,6 +22,6 @@ bash deploy/install-prometheus.sh
 bash deploy/install-chromium.sh
 .venv/bin/ruff check streaming tests dashboards
 # One process by default. KAFKA_HEALTH_TEST_WORKERS=2 runs two pytest-xdist workers, a module
-# at a time (tests/conftest.py): about 1.3x faster on 2 cores, but the real-Kafka controller
-# failover test is not yet reliable under that contention.
+# at a time (tests/conftest.py): about 1.2x faster on 2 cores, not yet the default: under
+# that contention timing-sensitive tests have failed (README, "Set-up").
 exec .venv/bin/python -m pytest -p no:cacheprovider -n "${KAFKA_HEALTH_TEST_WORKERS:-0}" "$@"
