@@ -86,7 +86,9 @@ def write_headroom_png(history: pd.DataFrame, ceilings: pd.DataFrame, path: str 
 def _draw_broker(ax: Axes, broker: object, hist: pd.DataFrame, ceil: pd.DataFrame) -> None:
     hist = hist.sort_values("timestamp").assign(
         partitions=lambda h: plottable(pd.to_numeric(h["partitions"], errors="coerce")))
-    ceil = ceil.assign(ceiling=lambda c: plottable(pd.to_numeric(c["ceiling"], errors="coerce")))
+    # a ceiling that is not a number has nothing to draw
+    ceil = ceil.assign(ceiling=lambda c: plottable(pd.to_numeric(c["ceiling"], errors="coerce"))
+                       ).dropna(subset=["ceiling"])
     times = pd.to_datetime(hist["timestamp"])
     if not hist.empty:
         ax.plot(times, hist["partitions"], color="black", linewidth=1.8, marker=".",
@@ -96,14 +98,12 @@ def _draw_broker(ax: Axes, broker: object, hist: pd.DataFrame, ceil: pd.DataFram
 
     binding_rows = ceil[ceil["binding"].astype(bool)]
     binding_value = float(binding_rows["ceiling"].min()) if not binding_rows.empty else 0.0
-    observed_max = float(hist["partitions"].max()) if not hist.empty else 0.0
-    top = 1.5 * max([v for v in (binding_value, observed_max) if not math.isnan(v)] + [1.0])
+    observed_max = float(hist["partitions"].fillna(0.0).max()) if not hist.empty else 0.0
+    top = 1.5 * max(binding_value, observed_max, 1.0)
 
     order = {name: i for i, name in enumerate(BOUND_ORDER)}
     for row in sorted(ceil.itertuples(index=False), key=lambda r: order.get(r.bound, 99)):
         value = float(row.ceiling)
-        if math.isnan(value):
-            continue  # no ceiling to draw
         binding = bool(row.binding)
         label = f"{row.bound} {value:,.0f}" + (" (binding)" if binding else "")
         colour = BOUND_COLOURS.get(row.bound, "tab:green")
