@@ -104,7 +104,10 @@ def counter_deltas(bed: Bed, metric: str, since: float, until: float) -> dict[st
     rows = data.to_table(
         filter=(ds.field("metric") == metric) & (ds.field("attribute") == "Count")
         & (ds.field("ts") >= lo - pd.Timedelta(minutes=2)) & (ds.field("ts") < hi),
-        columns=["cluster", "broker", "ts", "value"]).to_pandas().sort_values("ts")
+        columns=["cluster", "broker", "ts", "source_offset", "value"]).to_pandas()
+    # Jolokia's timestamps are whole seconds: two scrapes of a second tie on ts and are
+    # ordered by offset (the order they were shipped in), as the pipeline orders them
+    rows = rows.sort_values(["ts", "source_offset"], kind="stable")
     out: dict[str, float] = dict.fromkeys(NAMES, 0.0)
     for (name, _broker), series in rows.groupby(["cluster", "broker"]):
         values, stamps = series["value"].tolist(), series["ts"].tolist()
