@@ -35,7 +35,6 @@ class Job:
                  exporter: Exporter | None = None,
                  printer: Callable[[str], None] | None = print) -> None:
         self.config = config
-        self.spark = spark or build_spark(config)
         self.exporter = exporter
         self.printer = printer
         self.query: StreamingQuery | None = None
@@ -53,6 +52,9 @@ class Job:
             config, exporter, checkpoint_app_id(config.spark.checkpoint, storage),
             pending=PendingMarker.beside(config.spark.checkpoint, storage),
             causes=self.metadata.board if self.metadata.enabled else None)
+        # After the processor: its data-quality suite is built on a thread of its own while
+        # the session's JVM starts (streaming/quality.py)
+        self.spark = spark or build_spark(config)
         self._stop = threading.Event()
 
     def start(self) -> StreamingQuery:

@@ -96,21 +96,28 @@ def spark_log_config(verbosity: int) -> None:
     """Point a local Spark driver JVM at a log4j2 config of the verbosity's level.
 
     Only when no SPARK_CONF_DIR is set: under spark-submit or with an operator's own Spark
-    config, their log4j2 settings are the ones to honour. Spark adds SPARK_CONF_DIR to the
-    driver's classpath, where log4j2 finds log4j2.properties before the JVM logs a line,
-    so the startup warnings go too (a level set from Python comes only after them).
+    config, their log4j2 settings are the ones to honour. The file is named by the JVM's
+    `log4j2.configurationFile` property (through SPARK_SUBMIT_OPTS, which Spark's launcher
+    puts on the driver's command line), which log4j2 reads before the JVM logs a line, so
+    the startup warnings go too (a level set from Python comes only after them). A folder
+    on the class path would do the same, but a class path that holds a non-empty folder
+    cannot use the driver's class-data archive (streaming/runtime/class_archive.py).
     """
     if os.environ.get("SPARK_CONF_DIR"):
         return
     level = SPARK_LEVELS[min(max(verbosity, 0), 2)]
     cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    folder = os.path.join(cache, "kafka-health", "spark-conf", level)
+    folder = os.path.join(cache, "kafka-health", "spark-log", level)
     os.makedirs(folder, exist_ok=True)
     # replaced whole, so a second run starting at the same moment never reads half a file
     scratch = os.path.join(folder, f".log4j2.properties.{os.getpid()}")
     with open(scratch, "w", encoding="utf-8") as out:
         out.write(LOG4J2.format(level=level))
-    os.replace(scratch, os.path.join(folder, "log4j2.properties"))
-    os.environ["SPARK_CONF_DIR"] = folder
+    config = os.path.join(folder, "log4j2.properties")
+    os.replace(scratch, config)
+    option = f"-Dlog4j2.configurationFile=file:{config}"
+    kept = [o for o in os.environ.get("SPARK_SUBMIT_OPTS", "").split()
+            if not o.startswith("-Dlog4j2.configurationFile=")]
+    os.environ["SPARK_SUBMIT_OPTS"] = " ".join([*kept, option])
     # build_spark sets the running context's level too: to this one, not its own default
     os.environ[SPARK_LEVEL_ENV] = level

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import warnings
 from datetime import UTC, datetime
 from typing import Any
@@ -41,20 +42,37 @@ def expectation_label(config: Any) -> str:
 
 
 class BronzeValidator:
-    def __init__(self, every_n_batches: int = 10, sample_rows: int = 5000) -> None:
-        import great_expectations as gx
-        from great_expectations.data_context.types.base import ProgressBarsConfig
+    """The suite on a sample of bronze every `every_n_batches` batches.
 
+    Importing Great Expectations and building its context takes about 5 s of a job's
+    start, more than the Spark session; it is built on a thread of its own while the
+    session starts, and the first validation waits for it.
+    """
+
+    def __init__(self, every_n_batches: int = 10, sample_rows: int = 5000) -> None:
         self.every_n = max(1, every_n_batches)
         self.sample_rows = sample_rows
-        context = gx.get_context(mode="ephemeral")
-        context.variables.progress_bars = ProgressBarsConfig(globally=False,
-                                                             metric_calculations=False)
-        asset = context.data_sources.add_pandas("bronze_batches").add_dataframe_asset("bronze")
-        batch = asset.add_batch_definition_whole_dataframe("micro_batch")
-        suite = context.suites.add(gx.ExpectationSuite(**load_suite_dict()))
-        self.validation = context.validation_definitions.add(
-            gx.ValidationDefinition(name="bronze_micro_batch", data=batch, suite=suite))
+        self.validation: Any = None
+        self.failure: BaseException | None = None
+        self.built = threading.Thread(target=self.build, name="kafka-health-gx", daemon=True)
+        self.built.start()
+
+    def build(self) -> None:
+        try:
+            import great_expectations as gx
+            from great_expectations.data_context.types.base import ProgressBarsConfig
+
+            context = gx.get_context(mode="ephemeral")
+            context.variables.progress_bars = ProgressBarsConfig(globally=False,
+                                                                 metric_calculations=False)
+            asset = context.data_sources.add_pandas("bronze_batches").add_dataframe_asset(
+                "bronze")
+            batch = asset.add_batch_definition_whole_dataframe("micro_batch")
+            suite = context.suites.add(gx.ExpectationSuite(**load_suite_dict()))
+            self.validation = context.validation_definitions.add(
+                gx.ValidationDefinition(name="bronze_micro_batch", data=batch, suite=suite))
+        except BaseException as err:  # raised again by validate(), which the job reports
+            self.failure = err
 
     def due(self, batch_id: int) -> bool:
         return batch_id % self.every_n == 0
@@ -71,6 +89,9 @@ class BronzeValidator:
 
     def validate(self, bronze: pa.Table, batch_id: int) -> pa.Table:
         """dq_results rows for this batch (one per expectation)."""
+        self.built.join()
+        if self.failure is not None:
+            raise RuntimeError("the Great Expectations suite could not be built") from self.failure
         sample = self.sample(bronze, batch_id).drop_columns(["labels"])
         frame = sample.to_pandas()
         with warnings.catch_warnings():  # GX 1.x deprecates string row conditions; pinned < 2

@@ -11,6 +11,7 @@ from pyspark.sql import SparkSession
 from streaming.config import Config
 from streaming.locations import s3a_hadoop_conf, scheme
 from streaming.logsetup import SPARK_LEVEL_ENV
+from streaming.runtime.class_archive import sharing_options
 from streaming.runtime.jvm_jars import session_jars
 
 # delta.engine delta-spark (streaming/sinks/delta_spark.py): Delta's SQL extension (MERGE,
@@ -25,13 +26,18 @@ DELTA_SPARK_CONF = {
 
 
 def build_spark(config: Config) -> SparkSession:
+    return start_session(config, spark_conf(config))
+
+
+def start_session(config: Config, conf: dict[str, str]) -> SparkSession:
+    """A session of `config`'s master and app name with the settings `conf`."""
     # Python workers must run this interpreter (the venv with pyarrow and this package).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(config.spark.app_name)
     if config.spark.master:
         builder = builder.master(config.spark.master)
-    for key, value in spark_conf(config).items():
+    for key, value in conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     # The command line's verbosity (streaming.logsetup) when it set one, else warnings
@@ -104,11 +110,26 @@ def spark_conf(config: Config) -> dict[str, str]:
     if config.delta.engine == "delta-spark":
         defaults.update(DELTA_SPARK_CONF)
     merged = {**defaults, **config.spark.conf}
+    with_jars(merged, config)
+    if "spark.driver.extraJavaOptions" not in config.spark.conf:
+        # The driver JVM maps its class-data archive when one was built for this class
+        # path (streaming/runtime/class_archive.py): about half the start-up. A user's own
+        # driver options replace ours, this one included.
+        classpath = [e for e in merged.get("spark.driver.extraClassPath", "").split(os.pathsep) if e]
+        options = merged.get("spark.driver.extraJavaOptions", "").split()
+        options += sharing_options(classpath)
+        if options:
+            merged["spark.driver.extraJavaOptions"] = " ".join(options)
+    return merged
+
+
+def with_jars(merged: dict[str, str], config: Config) -> None:
+    """Put the jars the config needs on the driver's class path or `spark.jars`."""
     # The JVM components the config asks for (Spark's kafka source, delta-spark, S3A),
     # resolved by Maven into the cache, before a user's own jars.
     jars = session_jars(config)
     if not jars:
-        return merged
+        return
     if (config.spark.master or "").startswith("local"):
         # In local mode the executor is the driver's JVM: the jars go on its class path as
         # they are. On `spark.jars` every start would copy them (over 600 MB with S3A's AWS
@@ -119,4 +140,3 @@ def spark_conf(config: Config) -> dict[str, str]:
         key, separator = "spark.jars", ","
     own = [jar for jar in merged.get(key, "").split(separator) if jar]
     merged[key] = separator.join(jars + own)
-    return merged
