@@ -3,8 +3,9 @@
 # a virtualenv in .venv with the package (editable) and its pinned ranges, and the JVM
 # artifacts pinned in deploy/jvm/pom.xml (Apache Kafka, the Jolokia and jmx_exporter agents,
 # and for Spark its Kafka source, delta-spark and hadoop-aws), resolved by Maven into
-# ~/.cache/kafka-health/jvm, and the Spark driver JVM's class-data archive (about half its
-# start-up; streaming/runtime/class_archive.py) in ~/.cache/kafka-health/class-archives.
+# ~/.cache/kafka-health/jvm, and the class-data archives of the Spark driver's and the test
+# bed's Kafka JVMs (about half their start-up; streaming/runtime/class_archive.py) in
+# ~/.cache/kafka-health/class-archives.
 # Usage: bash deploy/bootstrap.sh [--test]   (--test adds pytest, hypothesis, ruff)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,8 +18,8 @@ Installs, idempotently: Java and Maven from the Debian archive when missing, a v
 in .venv with kafka-health (editable) and its pinned dependencies, and the JVM artifacts of
 deploy/jvm/pom.xml (Apache Kafka, Jolokia, jmx_exporter; spark-sql-kafka, delta-spark and
 hadoop-aws with the AWS SDK bundle for Spark) into ~/.cache/kafka-health/jvm, and builds
-the Spark driver JVM's class-data archive (once per Java and Spark install, about 40 s) into
-~/.cache/kafka-health/class-archives.
+the class-data archives of the Spark driver's and the test bed's Kafka JVMs (once per Java,
+Spark and Kafka install, about 50 s) into ~/.cache/kafka-health/class-archives.
   --test   also pytest, hypothesis and ruff
 Environment: PYTHON, the interpreter for the virtualenv (default python3, needs >= 3.11).
 USAGE
@@ -67,6 +68,6 @@ bash deploy/jvm/resolve.sh
 archive_log="$(mktemp)"
 if ! .venv/bin/python -m streaming.runtime.class_archive_build 2>"$archive_log"; then
   tail -n 20 "$archive_log" >&2
-  echo "bootstrap.sh: the Spark driver's class-data archive was not built (above); the job starts without it" >&2
+  echo "bootstrap.sh: a class-data archive was not built (above); the JVMs start without it" >&2
 fi
 rm -f "$archive_log"

@@ -1,4 +1,5 @@
-"""Build the driver JVM's class-data sharing archive for a config's Spark session.
+"""Build the class-data sharing archives: the Spark driver's for a config's session, and
+(for the default config) the test bed's Kafka nodes'.
 
     python -m streaming.runtime.class_archive_build [--config FILE] [--force]
 
@@ -9,7 +10,8 @@ archive at its exit, checks that a JVM maps it, and only then renames it into pl
 (streaming/runtime/class_archive.py says why and how the job uses it). Idempotent: an
 archive already in place is kept unless --force. `deploy/bootstrap.sh` runs it for the
 default config; a deployment whose config adds jars (Spark's kafka source, delta-spark,
-S3A) runs it once with that config.
+S3A) runs it once with that config. The Kafka nodes' archive comes from a one-node
+cluster started, written to and stopped the same way.
 """
 
 from __future__ import annotations
@@ -20,11 +22,12 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 from streaming.config import Config, load_config
 from streaming.logsetup import spark_log_config
-from streaming.runtime.class_archive import QUIET, archive_dir, archive_path
+from streaming.runtime.class_archive import QUIET, archive_dir, archive_path, kafka_archive_path
 from streaming.runtime.jvm import java
 from streaming.runtime.spark_session import spark_conf, start_session
 
@@ -57,22 +60,15 @@ def maps(archive: Path) -> bool:
 
 
 def build(config: Config, force: bool = False) -> tuple[Path | None, str]:
-    """(the archive, what happened) for the config's driver class path."""
+    """(the archive, what happened) for the config's Spark driver class path."""
     conf = spark_conf(config)
     classpath = [e for e in conf.get("spark.driver.extraClassPath", "").split(":") if e]
-    target = archive_path(classpath)
-    if target is None:
-        return None, "no archive: Java or Spark's jars not found"
-    if target.is_file() and not force:
-        return target, "up to date"
-    archive_dir().mkdir(parents=True, exist_ok=True)
-    partial = target.with_name(f".{target.name}.{uuid.uuid4().hex[:8]}.partial")
     options = [o for o in conf.get("spark.driver.extraJavaOptions", "").split()
                if not o.startswith(("-XX:SharedArchiveFile", "-Xshare", "-Xlog:cds"))]
-    conf["spark.driver.extraJavaOptions"] = " ".join(
-        [*options, f"-XX:ArchiveClassesAtExit={partial}", *QUIET])
-    started = time.monotonic()
-    try:
+
+    def dump(partial: Path) -> None:
+        conf["spark.driver.extraJavaOptions"] = " ".join(
+            [*options, f"-XX:ArchiveClassesAtExit={partial}", *QUIET])
         spark = start_session(config, conf)
         jvm = spark.sparkContext._gateway.proc  # the spark-submit process, exec'd into java
         with tempfile.TemporaryDirectory() as scratch:
@@ -80,12 +76,51 @@ def build(config: Config, force: bool = False) -> tuple[Path | None, str]:
             spark.stop()
         jvm.stdin.close()  # the gateway exits on EOF, and writes the archive as it does
         jvm.wait(300)
+
+    return publish(archive_path(classpath), "driver", dump, force)
+
+
+def build_kafka(force: bool = False) -> tuple[Path | None, str]:
+    """(the archive, what happened) for the test bed's Kafka JVMs: a one-node cluster
+    started, a topic created and written, stopped (SIGTERM: the JVM writes the archive
+    as it exits)."""
+    from confluent_kafka import Producer
+
+    from streaming.testbed.kafka import KafkaCluster, create_topic
+
+    def dump(partial: Path) -> None:
+        cluster = KafkaCluster(size=1, agents=False, name="class-archive")
+        cluster.nodes[0].archive_to = partial
+        with cluster:
+            create_topic(cluster.bootstrap, "warm-up", partitions=2)
+            producer = Producer({"bootstrap.servers": cluster.bootstrap})
+            for i in range(100):
+                producer.produce("warm-up", b"x" * 100, key=str(i).encode())
+            producer.flush(30)
+
+    return publish(kafka_archive_path(), "kafka", dump, force)
+
+
+def publish(target: Path | None, kind: str, dump: Callable[[Path], None], force: bool
+            ) -> tuple[Path | None, str]:
+    """Run `dump` (a JVM that writes its archive to the path given, and has exited), check
+    that a JVM maps what it wrote, and only then give it the target's name; keep the
+    newest KEEP archives of the kind (older ones fit replaced installs)."""
+    if target is None:
+        return None, f"no {kind} archive: Java or its jars not found"
+    if target.is_file() and not force:
+        return target, "up to date"
+    archive_dir().mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(f".{target.name}.{uuid.uuid4().hex[:8]}.partial")
+    started = time.monotonic()
+    try:
+        dump(partial)
         if not partial.is_file() or not maps(partial):
             return None, f"no archive: the JVM did not write a usable one at {partial}"
         partial.replace(target)
     finally:
         partial.unlink(missing_ok=True)
-    for old in sorted(archive_dir().glob("driver-*.jsa"), key=lambda p: p.stat().st_mtime,
+    for old in sorted(archive_dir().glob(f"{kind}-*.jsa"), key=lambda p: p.stat().st_mtime,
                       reverse=True)[KEEP:]:
         old.unlink(missing_ok=True)
     return target, f"created in {time.monotonic() - started:.0f} s"
@@ -94,16 +129,20 @@ def build(config: Config, force: bool = False) -> tuple[Path | None, str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m streaming.runtime.class_archive_build",
-        description="Build the class-data sharing archive that halves the Spark driver "
-                    "JVM's start-up, for the session of a config (default: the built-in "
-                    "one). Safe to rerun: an archive in place is kept.")
+        description="Build the class-data sharing archives that halve the JVMs' start-up: "
+                    "the Spark driver's for the session of a config (default: the built-in "
+                    "one, and then the test bed's Kafka nodes' too). Safe to rerun: an "
+                    "archive in place is kept.")
     parser.add_argument("--config", help="the job's config file (the same as `kafka-health "
                         "run --config`); its engines and locations decide the class path")
     parser.add_argument("--force", action="store_true", help="build it again even if present")
     args = parser.parse_args(argv)
     spark_log_config(0)  # the driver's log settings, as `kafka-health run` starts it
     path, what = build(load_config(args.config), args.force)
-    print(f"driver class-data archive: {path or '-'} ({what})")
+    print(f"Spark driver class-data archive: {path or '-'} ({what})")
+    if args.config is None:  # the test bed's and the demo's Kafka nodes
+        kafka, how = build_kafka(args.force)
+        print(f"Kafka test bed class-data archive: {kafka or '-'} ({how})")
     return 0 if path is not None else 1
 
 

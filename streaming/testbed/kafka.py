@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
+from streaming.runtime.class_archive import QUIET, kafka_archive_path, options_for
 from streaming.runtime.jvm import agent_jar, classpath, java
 
 LOG = logging.getLogger("kafka_health.testbed")
@@ -159,6 +160,9 @@ class KafkaNode:
     jmx_exporter_port: int | None = None
     sasl: SaslPlain | None = None
     process: subprocess.Popen[bytes] | None = None
+    # Where this node's JVM writes a class-data archive at its exit (the archive builder's
+    # node, streaming/runtime/class_archive_build.py); others map the one built, if any.
+    archive_to: Path | None = None
 
     @property
     def bootstrap(self) -> str:
@@ -214,7 +218,8 @@ class KafkaNode:
         if (self.directory / "data" / "meta.properties").exists():
             return
         result = subprocess.run(
-            [java(), *HEAP, *JVM_FLAGS, "-cp", classpath("kafka"),
+            [java(), *HEAP, *JVM_FLAGS, *options_for(kafka_archive_path()),
+             "-cp", classpath("kafka"),
              f"-Dlog4j2.configurationFile={self.directory / 'log4j2.properties'}",
              # --cluster-id=: an id is URL-safe base64, and one starting with "-" given as
              # a separate argument reads as an option (argparse: "expected one argument")
@@ -236,9 +241,11 @@ class KafkaNode:
         if self.jmx_exporter_port:
             agents.append(f"-javaagent:{agent_jar('jmx-exporter')}="
                           f"127.0.0.1:{self.jmx_exporter_port}:{RULES}")
+        sharing = ([f"-XX:ArchiveClassesAtExit={self.archive_to}", *QUIET] if self.archive_to
+                   else options_for(kafka_archive_path()))
         out = open(self.directory / "stdout.log", "ab")  # noqa: SIM115 (the child keeps it)
         self.process = subprocess.Popen(
-            [java(), *HEAP, *JVM_FLAGS, *agents,
+            [java(), *HEAP, *JVM_FLAGS, *sharing, *agents,
              f"-Dlog4j2.configurationFile={self.directory / 'log4j2.properties'}",
              f"-Dkafka.logs.dir={self.directory}",
              "-cp", classpath("kafka"), "kafka.Kafka", str(self.directory / "server.properties")],

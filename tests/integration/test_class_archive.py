@@ -1,6 +1,7 @@
-"""`kafka-health run` starts its driver JVM from the class-data archive that
-deploy/bootstrap.sh built (streaming/runtime/class_archive.py): the archive is mapped into
-the JVM's memory, which a class path that differs from the archive's would prevent."""
+"""`kafka-health run` starts its driver JVM, and the test bed its Kafka nodes, from the
+class-data archives that deploy/bootstrap.sh built (streaming/runtime/class_archive.py):
+each archive is mapped into the JVM's memory, which a class path that differs from the
+archive's would prevent."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from streaming.runtime.class_archive import archive_path
+from streaming.runtime.class_archive import archive_path, kafka_archive_path
 from tests.benchmarks.proctree import process_tree
 from tests.conftest import wait_for
 from tests.integration.helpers import config_file, start_job
@@ -44,3 +45,11 @@ def test_the_jobs_driver_jvm_maps_the_class_data_archive(broker, topic, tmp_path
         job.send_signal(signal.SIGTERM)
         code = job.wait(120)
     assert code == 0, log.read_text()[-3000:]
+
+
+def test_the_test_beds_kafka_nodes_map_their_class_data_archive(broker):
+    archive = kafka_archive_path()
+    assert archive is not None and archive.is_file(), (
+        "deploy/bootstrap.sh builds the Kafka nodes' archive; it is missing")
+    node = broker.nodes[0]
+    assert node.running() and str(archive) in Path(f"/proc/{node.pid}/maps").read_text()
