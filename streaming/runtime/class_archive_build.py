@@ -17,6 +17,7 @@ cluster started, written to and stopped the same way.
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import tempfile
@@ -62,7 +63,7 @@ def maps(archive: Path) -> bool:
 def build(config: Config, force: bool = False) -> tuple[Path | None, str]:
     """(the archive, what happened) for the config's Spark driver class path."""
     conf = spark_conf(config)
-    classpath = [e for e in conf.get("spark.driver.extraClassPath", "").split(":") if e]
+    classpath = [e for e in conf.get("spark.driver.extraClassPath", "").split(os.pathsep) if e]
     options = [o for o in conf.get("spark.driver.extraJavaOptions", "").split()
                if not o.startswith(("-XX:SharedArchiveFile", "-Xshare", "-Xlog:cds"))]
 

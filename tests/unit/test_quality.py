@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pyarrow.compute as pc
+import pytest
 
 from streaming.decode.records import DecodeContext, decode_record_batch
 from streaming.quality import BronzeValidator
@@ -43,3 +44,16 @@ def test_suite_reports_each_broken_expectation():
     assert any("value" in f and "NetworkProcessorAvgIdlePercent" in f for f in failed)
     assert "expect_column_values_to_be_in_set(kind)" in failed
     assert len(failed) == 2
+
+
+def test_a_suite_that_cannot_be_built_fails_each_validation_not_the_constructor(monkeypatch):
+    """The suite is built on a thread while the session starts: its failure surfaces where
+    the job reports a validation that failed to run, never in the job's constructor."""
+    def unreadable() -> dict:
+        raise OSError("the suite file is unreadable")
+
+    monkeypatch.setattr("streaming.quality.load_suite_dict", unreadable)
+    validator = BronzeValidator(every_n_batches=1)
+    with pytest.raises(RuntimeError, match="could not be built") as failed:
+        validator.validate(good_bronze(), batch_id=0)
+    assert isinstance(failed.value.__cause__, OSError)

@@ -74,3 +74,26 @@ def test_the_jars_go_on_the_class_path_in_local_mode_and_to_the_executors_elsewh
     assert conf[key].split(separator) == ["/cache/a.jar", "/cache/b.jar", "/mine.jar"]
     other = ({"spark.jars", "spark.driver.extraClassPath"} - {key}).pop()
     assert other not in conf
+
+
+def test_the_driver_maps_the_archive_of_its_class_path_unless_the_user_sets_its_options(
+        monkeypatch):
+    """The archive that fits the driver's class path (the jars included) goes on the
+    driver's options; a user's own spark.driver.extraJavaOptions replace ours whole."""
+    monkeypatch.setattr("streaming.runtime.spark_session.session_jars",
+                        lambda config: ["/cache/a.jar"])
+    asked: list[list[str]] = []
+
+    def options(classpath: list[str]) -> list[str]:
+        asked.append(classpath)
+        return ["-XX:SharedArchiveFile=/cache/x.jsa"]
+
+    monkeypatch.setattr("streaming.runtime.spark_session.sharing_options", options)
+    environ = {"KAFKA_HEALTH__SPARK__CHECKPOINT": "s3a://bucket/ckpt"}
+    conf = spark_conf(load_config(None, environ=environ))
+    assert asked == [["/cache/a.jar"]]
+    assert "-XX:SharedArchiveFile=/cache/x.jsa" in conf["spark.driver.extraJavaOptions"].split()
+    mine = spark_conf(load_config(None, environ={
+        **environ, "KAFKA_HEALTH__SPARK__CONF": json.dumps(
+            {"spark.driver.extraJavaOptions": "-Dmine=1"})}))
+    assert mine["spark.driver.extraJavaOptions"] == "-Dmine=1"
