@@ -32,7 +32,7 @@ from streaming.runtime.class_archive import QUIET, archive_dir, archive_path, ka
 from streaming.runtime.jvm import java
 from streaming.runtime.spark_session import spark_conf, start_session
 
-KEEP = 4  # archives kept in the folder (about 140 MB each): the newest, by creation
+KEEP = 4  # archives of a kind kept (a driver one about 150 MB, a Kafka one 50 MB): the newest
 
 
 def warm_up(spark, scratch: Path) -> None:  # noqa: ANN001
