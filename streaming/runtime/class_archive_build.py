@@ -17,7 +17,6 @@ cluster started, written to and stopped the same way.
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import sys
 import tempfile
@@ -28,9 +27,15 @@ from pathlib import Path
 
 from streaming.config import Config, load_config
 from streaming.logsetup import spark_log_config
-from streaming.runtime.class_archive import QUIET, archive_dir, archive_path, kafka_archive_path
+from streaming.runtime.class_archive import (
+    QUIET,
+    archive_dir,
+    archive_path,
+    dump_options,
+    kafka_archive_path,
+)
 from streaming.runtime.jvm import java
-from streaming.runtime.spark_session import spark_conf, start_session
+from streaming.runtime.spark_session import driver_classpath, spark_conf, start_session
 
 KEEP = 4  # archives of a kind kept (a driver one about 150 MB, a Kafka one 50 MB): the newest
 
@@ -63,13 +68,12 @@ def maps(archive: Path) -> bool:
 def build(config: Config, force: bool = False) -> tuple[Path | None, str]:
     """(the archive, what happened) for the config's Spark driver class path."""
     conf = spark_conf(config)
-    classpath = [e for e in conf.get("spark.driver.extraClassPath", "").split(os.pathsep) if e]
     options = [o for o in conf.get("spark.driver.extraJavaOptions", "").split()
                if not o.startswith(("-XX:SharedArchiveFile", "-Xshare", "-Xlog:cds"))]
 
     def dump(partial: Path) -> None:
         conf["spark.driver.extraJavaOptions"] = " ".join(
-            [*options, f"-XX:ArchiveClassesAtExit={partial}", *QUIET])
+            [*options, *dump_options(partial)])
         spark = start_session(config, conf)
         jvm = spark.sparkContext._gateway.proc  # the spark-submit process, exec'd into java
         with tempfile.TemporaryDirectory() as scratch:
@@ -78,7 +82,7 @@ def build(config: Config, force: bool = False) -> tuple[Path | None, str]:
         jvm.stdin.close()  # the gateway exits on EOF, and writes the archive as it does
         jvm.wait(300)
 
-    return publish(archive_path(classpath), "driver", dump, force)
+    return publish(archive_path(driver_classpath(conf)), "driver", dump, force)
 
 
 def build_kafka(force: bool = False) -> tuple[Path | None, str]:

@@ -115,12 +115,16 @@ def spark_conf(config: Config) -> dict[str, str]:
         # The driver JVM maps its class-data archive when one was built for this class
         # path (streaming/runtime/class_archive.py): about half the start-up. A user's own
         # driver options replace ours, this one included.
-        classpath = [e for e in merged.get("spark.driver.extraClassPath", "").split(os.pathsep) if e]
         options = merged.get("spark.driver.extraJavaOptions", "").split()
-        options += sharing_options(classpath)
+        options += sharing_options(driver_classpath(merged))
         if options:
             merged["spark.driver.extraJavaOptions"] = " ".join(options)
     return merged
+
+
+def driver_classpath(conf: dict[str, str]) -> list[str]:
+    """The entries a session's settings put on the driver's class path before Spark's."""
+    return [e for e in conf.get("spark.driver.extraClassPath", "").split(os.pathsep) if e]
 
 
 def with_jars(merged: dict[str, str], config: Config) -> None:

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
-from streaming.runtime.class_archive import QUIET, kafka_archive_path, options_for
+from streaming.runtime.class_archive import dump_options, kafka_archive_path, options_for
 from streaming.runtime.jvm import agent_jar, classpath, java
 
 LOG = logging.getLogger("kafka_health.testbed")
@@ -241,7 +241,7 @@ class KafkaNode:
         if self.jmx_exporter_port:
             agents.append(f"-javaagent:{agent_jar('jmx-exporter')}="
                           f"127.0.0.1:{self.jmx_exporter_port}:{RULES}")
-        sharing = ([f"-XX:ArchiveClassesAtExit={self.archive_to}", *QUIET] if self.archive_to
+        sharing = (dump_options(self.archive_to) if self.archive_to
                    else options_for(kafka_archive_path()))
         out = open(self.directory / "stdout.log", "ab")  # noqa: SIM115 (the child keeps it)
         self.process = subprocess.Popen(
