@@ -201,6 +201,42 @@ def reader_config(options: dict[str, str]) -> dict[str, Any]:
     return conf
 
 
+# The read tasks' consumer of this Python worker, reused by its next tasks (Spark reuses
+# Python workers): a new consumer per task paid its bootstrap, metadata and leader
+# connections, 40-60 ms a task on loopback and more across a network, where a reused one
+# fetches at once. Keyed by its config, so changed options (a rotated secret) get a new
+# one; only one is kept. Each task leaves it unassigned; a failed task closes it.
+_TASK_CONSUMERS: dict[str, Any] = {}
+
+
+def task_consumer(conf: dict[str, Any]) -> Any:
+    """This worker's consumer for `conf`, created on first use."""
+    from confluent_kafka import Consumer
+
+    key = json.dumps(conf, sort_keys=True, default=str)
+    consumer = _TASK_CONSUMERS.get(key)
+    if consumer is None:
+        close_task_consumers()
+        consumer = _TASK_CONSUMERS[key] = Consumer(conf)
+    return consumer
+
+
+def close_task_consumers() -> None:
+    """Close this process's task consumers (a process reading in-line, as tests do)."""
+    for consumer in list(_TASK_CONSUMERS.values()):
+        drop_task_consumer(consumer)
+
+
+def drop_task_consumer(consumer: Any) -> None:
+    """Forget and close a task consumer (a failed task's, or one for old options)."""
+    for key in [k for k, c in _TASK_CONSUMERS.items() if c is consumer]:
+        del _TASK_CONSUMERS[key]
+    try:
+        consumer.close()
+    except Exception:  # closing a broken client must not hide the task's own error
+        LOG.debug("closing a read task's consumer failed", exc_info=True)
+
+
 def _as_bool(value: str | None, default: bool) -> bool:
     return default if value is None else value.strip().lower() in ("1", "true", "yes")
 
@@ -478,11 +514,9 @@ class KafkaStreamReader(DataSourceStreamReader):
 
     # ---- data (executor side) ----
     def read(self, partition: ReadTask) -> Iterator[pa.RecordBatch]:
-        from confluent_kafka import Consumer
-
         pace_cycle_collector()
         conf = reader_config(self.options)
-        consumer = Consumer(conf)
+        consumer = task_consumer(conf)
         try:
             batches = self._read_ranges(consumer, partition, conf["bootstrap.servers"])
             if self.decode is None:
@@ -491,8 +525,9 @@ class KafkaStreamReader(DataSourceStreamReader):
                 decode = self.decode
                 yield from pack_chunks(((decode_record_batch(records, decode), records.num_rows)
                                         for records in batches), self.writer, self.signals)
-        finally:
-            consumer.close()
+        except BaseException:
+            drop_task_consumer(consumer)  # its assignment and queue are unknown now
+            raise
 
     def _read_ranges(self, consumer: Any, partition: ReadTask, bootstrap: str
                      ) -> Iterator[pa.RecordBatch]:
@@ -502,27 +537,32 @@ class KafkaStreamReader(DataSourceStreamReader):
 
     def _read_range(self, consumer: Any, partition: KafkaRange, bootstrap: str
                     ) -> Iterator[pa.RecordBatch]:
+        """The range's records from its start. Assigned at the start with auto.offset.reset
+        earliest, a consumer whose start is gone (retention, a broker that lost data) reads
+        from the log start instead; only then, when the first records begin past the start
+        or none come, is the log start asked for, to tell a loss from a gap that is no loss
+        (compaction, transaction markers): a round trip saved on every other range."""
         from confluent_kafka import TopicPartition
 
-        low, _ = consumer.get_watermark_offsets(
-            TopicPartition(partition.topic, partition.partition), timeout=15, cached=False
-        )
         position = partition.start
-        if low > position:
-            self._data_loss(
-                f"{partition.topic}-{partition.partition}: offsets {position}..{low - 1} "
-                "are gone (retention or a broker that lost data)"
-            )
-            position = low
         consumer.assign([TopicPartition(partition.topic, partition.partition, position)])
+        start_checked = False
         last_progress = time.monotonic()
         while position < partition.end:
             messages = consumer.consume(num_messages=min(CHUNK, partition.end - position),
                                         timeout=1.0)
+            before = position
             batch, position = records_batch(messages, partition, position)
+            if not start_checked:
+                start_checked = batch is not None and batch.column("offset")[0].as_py() == before
+                if not start_checked:
+                    position = max(position, self._log_start(consumer, partition, before))
+                    start_checked = True
             if batch is not None:
                 last_progress = time.monotonic()
                 yield batch
+            elif self._consumed_through(consumer, partition):
+                break  # what is left of the range holds no records (transaction markers)
             elif (time.monotonic() - last_progress > GONE_CHECK_SECONDS
                   and self._range_gone(consumer, partition, position)):
                 break
@@ -532,6 +572,35 @@ class KafkaStreamReader(DataSourceStreamReader):
                     f"{position} and {partition.end} for {STALL_SECONDS:.0f}s "
                     f"(broker {bootstrap} unreachable or data gone)"
                 )
+
+    @staticmethod
+    def _consumed_through(consumer: Any, partition: KafkaRange) -> bool:
+        """Whether the consumer's position passed the range's end though no record up to
+        it came: the offsets left were transaction markers (a committed transaction's last
+        offset always is one) or records of aborted transactions, which a read_committed
+        consumer skips and Kafka counts in the high watermark."""
+        from confluent_kafka import TopicPartition
+
+        (at,) = consumer.position([TopicPartition(partition.topic, partition.partition)])
+        return at.offset >= partition.end
+
+    def _log_start(self, consumer: Any, partition: KafkaRange, position: int) -> int:
+        """The partition's log start offset; a start past `position` is data loss,
+        reported (raised with failOnDataLoss on). An unreachable broker answers `position`:
+        the range's stall and gone checks wait it out."""
+        from confluent_kafka import KafkaException, TopicPartition
+
+        try:
+            low, _ = consumer.get_watermark_offsets(
+                TopicPartition(partition.topic, partition.partition), timeout=15, cached=False)
+        except KafkaException:
+            return position
+        if low > position:
+            self._data_loss(
+                f"{partition.topic}-{partition.partition}: offsets {position}..{low - 1} "
+                "are gone (retention or a broker that lost data)"
+            )
+        return low
 
     def _range_gone(self, consumer: Any, partition: KafkaRange, position: int) -> bool:
         """Nothing arrives: is the rest of the range gone (broker lost data while we read)?

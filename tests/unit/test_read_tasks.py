@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -11,13 +12,22 @@ from confluent_kafka import Producer
 from streaming.config import IdentityConfig
 from streaming.decode.records import DecodeContext
 from streaming.source.kafka_python import (
+    KafkaDataLossError,
     KafkaRange,
     KafkaStreamReader,
     ReadTask,
     binary_column,
+    close_task_consumers,
     plan_tasks,
     reader_config,
 )
+
+
+@pytest.fixture(autouse=True)
+def no_consumer_left() -> Iterator[None]:
+    """Reads here run in this process, whose task consumer outlives the test's broker."""
+    yield
+    close_task_consumers()
 
 
 def covered(tasks: list[list[KafkaRange]]) -> dict[tuple[str, int], list[tuple[int, int]]]:
@@ -87,6 +97,62 @@ def test_a_task_over_several_ranges_reads_each_record_exactly_once(broker: Any, 
     expected = [(r.partition, offset, f"{r.partition}:{offset}".encode())
                 for r in ranges for offset in range(r.start, r.end)]
     assert read == expected
+
+
+def offsets_read(reader: KafkaStreamReader, ranges: list[KafkaRange]) -> list[int]:
+    return [row["offset"] for batch in reader.read(ReadTask(ranges))
+            for row in batch.to_pylist()]
+
+
+def delete_before(bootstrap: str, topic: str, partition: int, offset: int) -> None:
+    """Move the partition's log start to `offset`, as retention would."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.delete_records([TopicPartition(topic, partition, offset)]).values():
+        future.result(30)
+
+
+@pytest.mark.parametrize("fail_on_data_loss", [True, False])
+def test_records_deleted_before_a_range_is_read_are_data_loss(broker: Any, topic: str,
+                                                              fail_on_data_loss: bool) -> None:
+    """A range whose first records are gone (retention ran past it): the reader reads from
+    the log start and reports the loss, or stops the query with failOnDataLoss; a range
+    gone entirely ends at once instead of waiting for records that cannot come."""
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
+    for i in range(100):
+        producer.produce(topic, value=b"v%d" % i, partition=0)
+        producer.produce(topic, value=b"w%d" % i, partition=1)
+    producer.flush(30)
+    delete_before(broker.bootstrap, topic, 0, 60)
+    delete_before(broker.bootstrap, topic, 1, 100)
+    reader = KafkaStreamReader({"kafka.bootstrap.servers": broker.bootstrap, "subscribe": topic,
+                                "failOnDataLoss": str(fail_on_data_loss).lower()})
+    if fail_on_data_loss:
+        with pytest.raises(KafkaDataLossError, match=rf"{topic}-0: offsets 20\.\.59 are gone"):
+            offsets_read(reader, [KafkaRange(topic, 0, 20, 100)])
+        return
+    assert offsets_read(reader, [KafkaRange(topic, 0, 20, 100)]) == list(range(60, 100))
+    assert offsets_read(reader, [KafkaRange(topic, 1, 10, 100),
+                                 KafkaRange(topic, 0, 70, 80)]) == list(range(70, 80))
+
+
+def test_a_range_starting_at_a_transaction_marker_is_no_data_loss(broker: Any, topic: str
+                                                                  ) -> None:
+    """A committed transaction ends with a control record the consumer never delivers, so
+    a range may begin at an offset no record has: that gap is not a loss."""
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": topic})
+    producer.init_transactions(30)
+    for batch in range(2):
+        producer.begin_transaction()
+        for i in range(5):
+            producer.produce(topic, value=b"t%d-%d" % (batch, i), partition=2)
+        producer.commit_transaction(30)
+    # offsets 0-4 the first transaction, 5 its commit marker, 6-10 the second, 11 its marker
+    reader = KafkaStreamReader({"kafka.bootstrap.servers": broker.bootstrap, "subscribe": topic,
+                                "failOnDataLoss": "true"})
+    assert offsets_read(reader, [KafkaRange(topic, 2, 5, 12)]) == list(range(6, 11))
 
 
 def test_records_keep_key_value_and_the_producer_timestamp(broker: Any, topic: str) -> None:
