@@ -202,10 +202,11 @@ def reader_config(options: dict[str, str]) -> dict[str, Any]:
 
 
 # The read tasks' consumer of this Python worker, reused by its next tasks (Spark reuses
-# Python workers): a new consumer per task paid its bootstrap, metadata and leader
-# connections, 40-60 ms a task on loopback and more across a network, where a reused one
-# fetches at once. Keyed by its config, so changed options (a rotated secret) get a new
-# one; only one is kept. Each task leaves it unassigned; a failed task closes it.
+# Python workers), as Spark's own source pools its consumers: a new consumer per task
+# paid its bootstrap and metadata round trips and its connection to each leader (a TLS
+# handshake and a SASL exchange each, on a secured cluster) before its first fetch.
+# Keyed by its config, so changed options (a rotated secret) get a new one; only one is
+# kept. Each task leaves it unassigned; a failed task closes it.
 _TASK_CONSUMERS: dict[str, Any] = {}
 
 
@@ -554,10 +555,9 @@ class KafkaStreamReader(DataSourceStreamReader):
             before = position
             batch, position = records_batch(messages, partition, position)
             if not start_checked:
-                start_checked = batch is not None and batch.column("offset")[0].as_py() == before
-                if not start_checked:
+                start_checked = True
+                if batch is None or batch.column("offset")[0].as_py() > before:
                     position = max(position, self._log_start(consumer, partition, before))
-                    start_checked = True
             if batch is not None:
                 last_progress = time.monotonic()
                 yield batch
