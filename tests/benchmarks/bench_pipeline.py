@@ -136,9 +136,10 @@ def _consume_partition(bootstrap: str, topic: str, partition: int, end: int,
     consumer.close()
 
 
-def consume_ceiling(bootstrap: str, topic: str, broker_pid: int) -> dict[str, float]:
+def consume_ceiling(bootstrap: str, topic: str, broker_pids: list[int]) -> dict[str, float]:
     """Every partition consumed at once, one process each, no decode: the most records a
-    second this broker hands to consumers on this machine, and its CPU per record."""
+    second these brokers (their processes `broker_pids`) hand to consumers on this
+    machine, and their CPU per record."""
     from confluent_kafka import Consumer, TopicPartition
 
     probe = Consumer(reader_config({"kafka.bootstrap.servers": bootstrap}))
@@ -153,13 +154,16 @@ def consume_ceiling(bootstrap: str, topic: str, broker_pid: int) -> dict[str, fl
     for worker in workers:
         worker.start()
     ready.wait()
-    broker_cpu = tree_cpu_seconds(broker_pid)["total"]
+    def brokers_cpu() -> float:
+        return sum(tree_cpu_seconds(pid)["total"] for pid in broker_pids)
+
+    broker_cpu = brokers_cpu()
     started = time.perf_counter()
     go.set()
     for worker in workers:
         worker.join()
     elapsed = time.perf_counter() - started
-    broker_cpu = tree_cpu_seconds(broker_pid)["total"] - broker_cpu
+    broker_cpu = brokers_cpu() - broker_cpu
     records = sum(ends)
     return {"records": records, "seconds": elapsed, "records_per_s": records / elapsed,
             "broker_cpu_seconds": broker_cpu,
@@ -332,7 +336,8 @@ def main() -> None:
         create_topic(broker.bootstrap, topic, partitions=PARTITIONS)
         size = prefill(broker.bootstrap, topic, single_sample_stream(args.messages, start))
         total = args.messages
-        ceiling = consume_ceiling(broker.bootstrap, topic, broker.process.pid)
+        ceiling = consume_ceiling(broker.bootstrap, topic,
+                                  [node.pid for node in broker.nodes if node.pid is not None])
         raw = raw_limit(broker.bootstrap, topic, total)
         job = full_job(broker.bootstrap, topic, total, args.cap,
                        trigger_seconds=args.trigger_seconds)
