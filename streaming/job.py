@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from py4j.protocol import Py4JError
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
@@ -98,17 +99,40 @@ class Job:
         Kubernetes' default 30 s grace period.
         """
         query = self.query
+        jvm_alive = self._while_jvm_lives(lambda: self._stop_query(query))
+        self.processor.wait_deferred()  # the last batch's signals
+        if self.listener is not None:
+            listener, self.listener = self.listener, None
+            if jvm_alive:
+                self._while_jvm_lives(lambda: self.spark.streams.removeListener(listener))
+            self.lag.close()
+        self.metadata.stop()  # its writes are under the lease too
+        self.leases.release()
+
+    def _stop_query(self, query: StreamingQuery | None) -> None:
         if query is not None and query.isActive:
             self._await_batch_end(query, self.config.spark.stop_timeout_seconds)
             self.processor.stopping = True
             query.stop()
-        self.processor.wait_deferred()  # the last batch's signals
-        if self.listener is not None:
-            self.spark.streams.removeListener(self.listener)
-            self.listener = None
-            self.lag.close()
-        self.metadata.stop()  # its writes are under the lease too
-        self.leases.release()
+
+    def _while_jvm_lives(self, call: Callable[[], Any]) -> bool:
+        """Run a call into the driver JVM during stop(); False when the JVM had stopped.
+
+        A signal sent to the whole process group or cgroup (systemd's default
+        KillMode=control-group) reaches the JVM too, which then stops its SparkContext at
+        once: the batch in flight is lost as in any stop mid-batch, and the rest of the
+        stop (the last batch's signals, the lease) is Python's and still runs."""
+        try:
+            call()
+        except (Py4JError, OSError) as err:
+            self.processor.stopping = True
+            text = str(err).strip()
+            LOG.warning("the Spark driver JVM stopped before the job (%s): the batch in flight "
+                        "runs again at the next start. Send the stop signal to this process "
+                        "only (systemd: KillMode=mixed) to let it finish its batch.",
+                        text.splitlines()[0] if text else type(err).__name__)
+            return False
+        return True
 
     def _await_batch_end(self, query: StreamingQuery, timeout: float) -> None:
         """Until no trigger is active or a batch has committed since the call. With
@@ -127,6 +151,9 @@ class Job:
     def install_signal_handlers(self) -> None:
         def handle(signum: int, frame: Any) -> None:
             LOG.info("signal %d: stopping after the current batch", signum)
+            # a batch failing from here on was stopped (the same signal may have reached the
+            # driver JVM), not failed by its data: it is not noted as a failed attempt
+            self.processor.stopping = True
             self._stop.set()
 
         signal.signal(signal.SIGTERM, handle)
