@@ -67,7 +67,9 @@ class LibraryFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         for name, level in self.levels.items():
-            if record.name == name or record.name.startswith(name + "."):
+            if (record.name == name or record.name.startswith(name + ".")
+                    or (record.name == "root" and f"{os.sep}{name}{os.sep}" in record.pathname)):
+                # (py4j logs some lines through the root logger: told apart by its file)
                 return record.levelno >= level
         return True
 

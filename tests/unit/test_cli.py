@@ -103,6 +103,13 @@ def test_a_library_that_sets_its_own_level_is_still_quiet() -> None:
     assert LibraryFilter(0).filter(record("kafka_health.job", logging.INFO))
     assert LibraryFilter(0).filter(record("great_expectations_other", logging.INFO))
     assert LibraryFilter(1).filter(record(ge, logging.INFO))
+    # py4j logs a failed command's retry through the root logger, with its traceback
+    py4j_line = logging.LogRecord("root", logging.INFO, "/venv/site-packages/py4j/java_gateway.py",
+                                  1056, "Exception while sending command.", None, None)
+    assert not LibraryFilter(0).filter(py4j_line)
+    assert not LibraryFilter(1).filter(py4j_line)
+    assert LibraryFilter(2).filter(py4j_line)
+    assert LibraryFilter(0).filter(record("root", logging.INFO))  # anyone else's root line
 
 
 @pytest.mark.usefixtures("restore_levels")
