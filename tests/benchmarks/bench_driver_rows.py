@@ -1,0 +1,101 @@
+"""What reaches the driver when the read tasks write bronze: rows per 100 decoded samples.
+
+With delta.bronze_writers: read_tasks a read task writes its chunk's bronze and quarantine
+files and sends the driver only what the held windows need (streaming.decode.packing
+`pack_chunk`): the counter samples whole (their increases need each series' predecessor,
+held on the driver), the gauge partials per (cluster, broker, window), the newest
+NumLogSegments sample per replica and window ("segments"), and a summary per (cluster,
+broker, topic, window). The driver's work per batch grows with these rows, not with the
+samples; this counts them, per kind, over bench_pipeline's single-sample fleet stream cut
+into chunks the size a task gathers (GATHER_ROWS) and smaller ones, and times the task's
+reduction. Pure Python, no Spark, no broker.
+
+    .venv/bin/python tests/benchmarks/bench_driver_rows.py [--samples 400000]
+Writes tests/benchmarks/results/driver-rows.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+REPO = Path(__file__).resolve().parents[2]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from streaming.catalog import load_catalog  # noqa: E402
+from streaming.config import SignalsConfig  # noqa: E402
+from streaming.decode.packing import GATHER_ROWS, signal_rows, summarize  # noqa: E402
+from streaming.decode.records import DecodeContext, decode_record_batch  # noqa: E402
+from streaming.signals.incremental import chunk_parts  # noqa: E402
+from tests.benchmarks.bench_decode import T0, batches  # noqa: E402
+from tests.benchmarks.bench_pipeline import single_sample_messages  # noqa: E402
+
+RESULTS = Path(__file__).resolve().parent / "results" / "driver-rows.json"
+# the fleet stream's event time starts an hour before bench_decode's ingestion time
+CONTEXT = DecodeContext(max_skew_seconds=86_400)
+
+
+def reduce_chunks(decoded: list[pa.Table], signals: SignalsConfig) -> dict[str, Any]:
+    """pack_chunk's reduction (without the file writes) over each chunk: rows per kind."""
+    rows = {"samples": 0, "counters": 0, "partials": 0, "segments": 0, "summary": 0}
+    started = time.perf_counter()
+    for chunk in decoded:
+        counters, partials, segments = chunk_parts(signal_rows(chunk), signals)
+        summary = summarize(chunk, signals.window_seconds)
+        rows["samples"] += chunk.column("reject_reason").null_count  # null: a good sample
+        rows["counters"] += counters.num_rows
+        rows["partials"] += partials.num_rows
+        rows["segments"] += segments.num_rows
+        rows["summary"] += summary.num_rows
+    seconds = time.perf_counter() - started
+    samples = rows["samples"]
+    return {"chunks": len(decoded), "rows": rows,
+            "per_100_samples": {k: round(100 * v / samples, 2) for k, v in rows.items()
+                                if k != "samples"},
+            "to_driver_per_100_samples": round(100 * sum(
+                v for k, v in rows.items() if k != "samples") / samples, 2),
+            "reduce_us_per_sample": round(seconds / samples * 1e6, 3)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--samples", type=int, default=400_000,
+                        help="single-sample messages of the fleet stream")
+    args = parser.parse_args()
+    catalog = load_catalog()
+    records = batches(single_sample_messages(args.samples, T0 - 1800))
+    decoded = [pa.Table.from_batches([decode_record_batch(b, CONTEXT, catalog)])
+               for b in records]
+    signals = SignalsConfig()
+    by_chunk: dict[str, Any] = {}
+    for size in (10_000, GATHER_ROWS):
+        per = max(1, size // decoded[0].num_rows)
+        chunks = [pa.concat_tables(decoded[i:i + per]) for i in range(0, len(decoded), per)]
+        by_chunk[str(size)] = reduce_chunks(chunks, signals)
+    result = {
+        "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "python": platform.python_version(), "machine": platform.machine(),
+        "samples": args.samples, "window_seconds": signals.window_seconds,
+        "stream": "bench_pipeline's single-sample Jolokia fleet stream (6 brokers, 15 s "
+                  "scrape rounds)",
+        "by_chunk_rows": by_chunk,
+    }
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(result, indent=2))
+    for size, figures in by_chunk.items():
+        print(f"chunks of {int(size):,} samples: {figures['to_driver_per_100_samples']} rows "
+              f"reach the driver per 100 samples {figures['per_100_samples']}; the task's "
+              f"reduction {figures['reduce_us_per_sample']} us a sample")
+
+
+if __name__ == "__main__":
+    main()
