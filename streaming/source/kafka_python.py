@@ -201,43 +201,6 @@ def reader_config(options: dict[str, str]) -> dict[str, Any]:
     return conf
 
 
-# The read tasks' consumer of this Python worker, reused by its next tasks (Spark reuses
-# Python workers), as Spark's own source pools its consumers: a new consumer per task
-# paid its bootstrap and metadata round trips and its connection to each leader (a TLS
-# handshake and a SASL exchange each, on a secured cluster) before its first fetch.
-# Keyed by its config, so changed options (a rotated secret) get a new one; only one is
-# kept. Each task leaves it unassigned; a failed task closes it.
-_TASK_CONSUMERS: dict[str, Any] = {}
-
-
-def task_consumer(conf: dict[str, Any]) -> Any:
-    """This worker's consumer for `conf`, created on first use."""
-    from confluent_kafka import Consumer
-
-    key = json.dumps(conf, sort_keys=True, default=str)
-    consumer = _TASK_CONSUMERS.get(key)
-    if consumer is None:
-        close_task_consumers()
-        consumer = _TASK_CONSUMERS[key] = Consumer(conf)
-    return consumer
-
-
-def close_task_consumers() -> None:
-    """Close this process's task consumers (a process reading in-line, as tests do)."""
-    for consumer in list(_TASK_CONSUMERS.values()):
-        drop_task_consumer(consumer)
-
-
-def drop_task_consumer(consumer: Any) -> None:
-    """Forget and close a task consumer (a failed task's, or one for old options)."""
-    for key in [k for k, c in _TASK_CONSUMERS.items() if c is consumer]:
-        del _TASK_CONSUMERS[key]
-    try:
-        consumer.close()
-    except Exception:  # closing a broken client must not hide the task's own error
-        LOG.debug("closing a read task's consumer failed", exc_info=True)
-
-
 def _as_bool(value: str | None, default: bool) -> bool:
     return default if value is None else value.strip().lower() in ("1", "true", "yes")
 
@@ -515,9 +478,15 @@ class KafkaStreamReader(DataSourceStreamReader):
 
     # ---- data (executor side) ----
     def read(self, partition: ReadTask) -> Iterator[pa.RecordBatch]:
+        # A consumer of the task's own, closed at its end: one kept by the Python worker
+        # between tasks would go on reconnecting to a broker that is down while no task
+        # runs (tens of librdkafka error lines a second in the job's output), for a few ms
+        # saved a task on loopback.
+        from confluent_kafka import Consumer
+
         pace_cycle_collector()
         conf = reader_config(self.options)
-        consumer = task_consumer(conf)
+        consumer = Consumer(conf)
         try:
             batches = self._read_ranges(consumer, partition, conf["bootstrap.servers"])
             if self.decode is None:
@@ -526,9 +495,8 @@ class KafkaStreamReader(DataSourceStreamReader):
                 decode = self.decode
                 yield from pack_chunks(((decode_record_batch(records, decode), records.num_rows)
                                         for records in batches), self.writer, self.signals)
-        except BaseException:
-            drop_task_consumer(consumer)  # its assignment and queue are unknown now
-            raise
+        finally:
+            consumer.close()
 
     def _read_ranges(self, consumer: Any, partition: ReadTask, bootstrap: str
                      ) -> Iterator[pa.RecordBatch]:

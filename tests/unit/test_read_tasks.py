@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pickle
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -17,17 +16,9 @@ from streaming.source.kafka_python import (
     KafkaStreamReader,
     ReadTask,
     binary_column,
-    close_task_consumers,
     plan_tasks,
     reader_config,
 )
-
-
-@pytest.fixture(autouse=True)
-def no_consumer_left() -> Iterator[None]:
-    """Reads here run in this process, whose task consumer outlives the test's broker."""
-    yield
-    close_task_consumers()
 
 
 def covered(tasks: list[list[KafkaRange]]) -> dict[tuple[str, int], list[tuple[int, int]]]:
