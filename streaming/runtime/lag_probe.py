@@ -6,6 +6,7 @@ import logging
 from typing import Any
 
 from streaming.config import Config
+from streaming.logsetup import kafka_logger
 
 LOG = logging.getLogger("kafka_health.lag")
 
@@ -23,7 +24,10 @@ class LagProbe:
         try:
             if self.consumer is None:
                 conf = self.config.source.client_config()
-                conf.update({"group.id": "kafka-health-lag", "enable.auto.commit": False})
+                # its librdkafka lines through the job's logging: while the broker is down
+                # they repeat many times a second, and this probe reports the outage itself
+                conf.update({"group.id": "kafka-health-lag", "enable.auto.commit": False,
+                             "logger": kafka_logger()})
                 self.consumer = Consumer(conf)
                 # Watermark queries on a fresh client fail with "unknown partition" until
                 # it has metadata for the topic: load it first.

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from streaming.config import load_config
 from streaming.exporter import Exporter
 from streaming.runtime.lag_probe import LagProbe
@@ -32,5 +34,10 @@ def test_a_reachable_broker_is_up_after_batches(broker: Any, topic: str) -> None
     assert source_up_when_idle(broker.bootstrap, {topic: {"0": 0, "1": 0, "2": 0}}) == 1
 
 
-def test_nothing_listening_is_down() -> None:
+def test_nothing_listening_is_down_and_librdkafka_stays_off_stderr(
+        capfd: pytest.CaptureFixture[str]) -> None:
+    """While the broker is down the probe runs every idle second and librdkafka repeats its
+    connection errors many times a second: they go through the job's logging (shown from
+    -v on), not straight to the job's output, which says the source is down itself."""
     assert source_up_when_idle(f"127.0.0.1:{free_port()}", None) == 0
+    assert "rdkafka#" not in capfd.readouterr().err
