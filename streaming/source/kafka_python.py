@@ -515,17 +515,27 @@ class KafkaStreamReader(DataSourceStreamReader):
 
         position = partition.start
         consumer.assign([TopicPartition(partition.topic, partition.partition, position)])
-        start_checked = False
+        first: int | None = None  # the offset of the range's first record read
+        start_known = False  # whether the start's records are there, or their loss reported
         last_progress = time.monotonic()
         while position < partition.end:
             messages = consumer.consume(num_messages=min(CHUNK, partition.end - position),
                                         timeout=1.0)
-            before = position
             batch, position = records_batch(messages, partition, position)
-            if not start_checked:
-                start_checked = True
-                if batch is None or batch.column("offset")[0].as_py() > before:
-                    position = max(position, self._log_start(consumer, partition, before))
+            if first is None and batch is not None:
+                first = batch.column("offset")[0].as_py()
+            if not start_known and first == partition.start:
+                start_known = True
+            elif not start_known:  # asked again next time when the broker does not answer
+                low = self._log_start(consumer, partition)
+                if low is not None:
+                    start_known = True
+                    if low > partition.start:
+                        self._data_loss(
+                            f"{partition.topic}-{partition.partition}: offsets "
+                            f"{partition.start}..{low - 1} are gone (retention or a broker "
+                            "that lost data)")
+                    position = max(position, low)
             if batch is not None:
                 last_progress = time.monotonic()
                 yield batch
@@ -552,22 +562,16 @@ class KafkaStreamReader(DataSourceStreamReader):
         (at,) = consumer.position([TopicPartition(partition.topic, partition.partition)])
         return at.offset >= partition.end
 
-    def _log_start(self, consumer: Any, partition: KafkaRange, position: int) -> int:
-        """The partition's log start offset; a start past `position` is data loss,
-        reported (raised with failOnDataLoss on). An unreachable broker answers `position`:
-        the range's stall and gone checks wait it out."""
+    @staticmethod
+    def _log_start(consumer: Any, partition: KafkaRange) -> int | None:
+        """The partition's log start offset; None when the broker does not answer."""
         from confluent_kafka import KafkaException, TopicPartition
 
         try:
             low, _ = consumer.get_watermark_offsets(
                 TopicPartition(partition.topic, partition.partition), timeout=15, cached=False)
         except KafkaException:
-            return position
-        if low > position:
-            self._data_loss(
-                f"{partition.topic}-{partition.partition}: offsets {position}..{low - 1} "
-                "are gone (retention or a broker that lost data)"
-            )
+            return None
         return low
 
     def _range_gone(self, consumer: Any, partition: KafkaRange, position: int) -> bool:
