@@ -515,27 +515,14 @@ class KafkaStreamReader(DataSourceStreamReader):
 
         position = partition.start
         consumer.assign([TopicPartition(partition.topic, partition.partition, position)])
-        first: int | None = None  # the offset of the range's first record read
         start_known = False  # whether the start's records are there, or their loss reported
         last_progress = time.monotonic()
         while position < partition.end:
             messages = consumer.consume(num_messages=min(CHUNK, partition.end - position),
                                         timeout=1.0)
             batch, position = records_batch(messages, partition, position)
-            if first is None and batch is not None:
-                first = batch.column("offset")[0].as_py()
-            if not start_known and first == partition.start:
-                start_known = True
-            elif not start_known:  # asked again next time when the broker does not answer
-                low = self._log_start(consumer, partition)
-                if low is not None:
-                    start_known = True
-                    if low > partition.start:
-                        self._data_loss(
-                            f"{partition.topic}-{partition.partition}: offsets "
-                            f"{partition.start}..{low - 1} are gone (retention or a broker "
-                            "that lost data)")
-                    position = max(position, low)
+            if not start_known:
+                start_known, position = self._check_start(consumer, partition, batch, position)
             if batch is not None:
                 last_progress = time.monotonic()
                 yield batch
@@ -562,17 +549,26 @@ class KafkaStreamReader(DataSourceStreamReader):
         (at,) = consumer.position([TopicPartition(partition.topic, partition.partition)])
         return at.offset >= partition.end
 
-    @staticmethod
-    def _log_start(consumer: Any, partition: KafkaRange) -> int | None:
-        """The partition's log start offset; None when the broker does not answer."""
+    def _check_start(self, consumer: Any, partition: KafkaRange, batch: pa.RecordBatch | None,
+                     position: int) -> tuple[bool, int]:
+        """Whether the range's first records are there or their loss is reported, and the
+        position to read on from. The log start is asked for only when the first records
+        begin past the range's start or none came; a broker that does not answer leaves
+        the question open, asked again at the next read."""
         from confluent_kafka import KafkaException, TopicPartition
 
+        if batch is not None and batch.column("offset")[0].as_py() == partition.start:
+            return True, position
         try:
             low, _ = consumer.get_watermark_offsets(
                 TopicPartition(partition.topic, partition.partition), timeout=15, cached=False)
         except KafkaException:
-            return None
-        return low
+            return False, position
+        if low > partition.start:
+            self._data_loss(f"{partition.topic}-{partition.partition}: offsets "
+                            f"{partition.start}..{low - 1} are gone (retention or a broker "
+                            "that lost data)")
+        return True, max(position, low)
 
     def _range_gone(self, consumer: Any, partition: KafkaRange, position: int) -> bool:
         """Nothing arrives: is the rest of the range gone (broker lost data while we read)?
