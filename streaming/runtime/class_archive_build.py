@@ -33,6 +33,7 @@ from streaming.runtime.class_archive import (
     archive_path,
     dump_options,
     kafka_archive_path,
+    sharing_options,
 )
 from streaming.runtime.jvm import java
 from streaming.runtime.spark_session import driver_classpath, spark_conf, start_session
@@ -68,8 +69,9 @@ def maps(archive: Path) -> bool:
 def build(config: Config, force: bool = False) -> tuple[Path | None, str]:
     """(the archive, what happened) for the config's Spark driver class path."""
     conf = spark_conf(config)
+    mapping = set(sharing_options(driver_classpath(conf)))  # an archive already in place
     options = [o for o in conf.get("spark.driver.extraJavaOptions", "").split()
-               if not o.startswith(("-XX:SharedArchiveFile", "-Xshare", "-Xlog:cds"))]
+               if o not in mapping]
 
     def dump(partial: Path) -> None:
         conf["spark.driver.extraJavaOptions"] = " ".join(
