@@ -92,10 +92,21 @@ def combine(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _window_keys(table: pa.Table) -> list[tuple[str, int]]:
-    """(cluster, window start in microseconds) per row of a partials or segments table."""
-    return list(zip(table["cluster"].to_pylist(),
-                    pc.cast(table["window_start"], pa.int64()).to_pylist(), strict=True))
+def _per_cluster(table: pa.Table, decide: Callable[[str | None, np.ndarray], np.ndarray]
+                 ) -> pa.Array:
+    """A mask over the rows of a partials or segments table, decided per cluster on its
+    rows' window starts (µs). Why per cluster: a segments table holds a row per partition
+    replica and window, and a Python test per row cost more than the rest of a batch's
+    held-window step; a table holds a handful of clusters."""
+    windows = pc.cast(table["window_start"], pa.int64()).to_numpy(zero_copy_only=False)
+    encoded = pc.dictionary_encode(table["cluster"].combine_chunks())
+    codes = pc.fill_null(encoded.indices, -1).to_numpy(zero_copy_only=False)
+    out = np.zeros(table.num_rows, dtype=bool)
+    for code, cluster in [*enumerate(encoded.dictionary.to_pylist()), (-1, None)]:
+        rows = codes == code
+        if rows.any():
+            out[rows] = decide(cluster, windows[rows])
+    return pa.array(out, pa.bool_())
 
 
 class OpenWindows:
@@ -111,6 +122,7 @@ class OpenWindows:
 
     def clear(self) -> None:
         self.partials: dict[Key, dict[str, Any]] = {}
+        # per key, each partition replica's newest NumLogSegments: (value, ts µs, offset)
         self.segments: dict[Key, dict[str, tuple[float, int, int]]] = {}
         self.held: set[tuple[str, int]] = set()  # (cluster, window): every sample is in
         self.newest: dict[str, int] = {}  # cluster -> newest window holding samples
@@ -183,17 +195,15 @@ class OpenWindows:
         if priors is None:
             return None
         partials, segments = partials_of(priors)
-        windows_of, segment_windows_of = _window_keys(partials), _window_keys(segments)
-        was_held = pa.array([key in self.held for key in windows_of], pa.bool_())
-        segment_was_held = pa.array([key in self.held for key in segment_windows_of], pa.bool_())
+        was_held, segment_was_held = self._was_held(partials), self._was_held(segments)
         self.held |= touched
         for cluster, window in touched:
             self.newest[cluster] = max(self.newest.get(cluster, window), window)
         # Only held windows need combining; the rest are the batch's partials as they are.
         # Of those, only the ones within the kept horizon are held from now on (a catch-up
         # batch spans hours of windows: holding them would be Python work for nothing).
-        self._absorb(partials.filter(pc.or_(was_held, self._kept(windows_of))),
-                     segments.filter(pc.or_(segment_was_held, self._kept(segment_windows_of))))
+        self._absorb(partials.filter(pc.or_(was_held, self._kept(partials))),
+                     segments.filter(pc.or_(segment_was_held, self._kept(segments))))
         self._remember_counters(counters)
         combined = partials.filter(was_held).select(list(PARTIAL_KEYS)).to_pylist()
         own, own_segments = partials.filter(pc.invert(was_held)), segments.filter(
@@ -203,9 +213,22 @@ class OpenWindows:
         self._evict()
         return rows
 
-    def _kept(self, windows: list[tuple[str, int]]) -> pa.Array:
-        """Per (cluster, window): is the window within the kept horizon of its cluster?"""
-        return pa.array([w >= self.newest.get(c, w) - self.keep for c, w in windows], pa.bool_())
+    def _was_held(self, table: pa.Table) -> pa.Array:
+        """Per row of a partials or segments table: is its (cluster, window) held?"""
+        held: dict[str | None, list[int]] = {}
+        for cluster, window in self.held:
+            held.setdefault(cluster, []).append(window)
+        return _per_cluster(table, lambda cluster, windows: np.isin(
+            windows, np.array(held.get(cluster, []), dtype=np.int64)))
+
+    def _kept(self, table: pa.Table) -> pa.Array:
+        """Per row of a partials or segments table: is its window within the kept horizon
+        of its cluster? (A cluster with no newest window yet keeps everything.)"""
+        def within(cluster: str | None, windows: np.ndarray) -> np.ndarray:
+            newest = self.newest.get(cluster)  # type: ignore[arg-type]
+            return np.ones(len(windows), bool) if newest is None else (
+                windows >= newest - self.keep)
+        return _per_cluster(table, within)
 
     def _priors(self, counters: pa.Table) -> pa.Table | None:
         """The held predecessor of each counter series in the batch, or None when a sample
@@ -238,13 +261,21 @@ class OpenWindows:
             key = (row["cluster"], row["broker"], _micros(row["window_start"]))
             held = self.partials.get(key)
             self.partials[key] = row if held is None else combine(held, row)
-        for row in segments.to_pylist():
-            key = (row["cluster"], row["broker"], _micros(row["window_start"]))
-            replicas = self.segments.setdefault(key, {})
-            newest = replicas.get(row["labels_key"])
-            mark = (row["ts_us"], row["source_offset"])
-            if newest is None or mark >= newest[1:]:
-                replicas[row["labels_key"]] = (row["value"], *mark)
+        # column by column: a segments table holds a row per partition replica and window,
+        # and a dict per row (with its timestamps as datetimes) cost ~15 µs a row
+        columns = [segments[name].to_pylist() for name in (
+            "cluster", "broker", "labels_key", "value", "ts_us", "source_offset")]
+        windows = pc.cast(segments["window_start"], pa.int64()).to_pylist()
+        stores: dict[Key, dict[str, tuple[float, int, int]]] = {}
+        for cluster, broker, labels, value, ts, offset, window in zip(
+                *columns, windows, strict=True):
+            key = (cluster, broker, window)
+            replicas = stores.get(key)
+            if replicas is None:
+                replicas = stores[key] = self.segments.setdefault(key, {})
+            newest = replicas.get(labels)
+            if newest is None or (ts, offset) >= newest[1:]:
+                replicas[labels] = (value, ts, offset)
 
     def _remember_counters(self, counters: pa.Table) -> None:
         assert self.counters is not None
@@ -269,11 +300,17 @@ class OpenWindows:
         assert self.schema is not None
         ordered = sorted(keys)
         partials = pa.Table.from_pylist([self.partials[k] for k in ordered], schema=self.schema)
-        segments = pa.Table.from_pylist(
-            [{"cluster": k[0], "broker": k[1], "window_start": self.partials[k]["window_start"],
-              "labels_key": labels, "value": value, "ts_us": ts, "source_offset": offset}
-             for k in ordered for labels, (value, ts, offset) in self.segments.get(k, {}).items()],
-            schema=SEGMENT_SCHEMA)
+        # finalize() sums the replicas' newest values per key: a held key's sum goes as one
+        # row (its replicas are the window's whole fleet, re-sent on every batch otherwise)
+        summed = [k for k in ordered if self.segments.get(k)]
+        segments = pa.table({
+            "cluster": [k[0] for k in summed], "broker": [k[1] for k in summed],
+            "window_start": pa.array([k[2] for k in summed], pa.int64()).cast(
+                SEGMENT_SCHEMA.field("window_start").type),
+            "labels_key": [""] * len(summed),
+            "value": [sum(mark[0] for mark in self.segments[k].values()) for k in summed],
+            "ts_us": pa.array([0] * len(summed), pa.int64()),
+            "source_offset": pa.array([0] * len(summed), pa.int64())}).cast(SEGMENT_SCHEMA)
         if own is not None and own_segments is not None:
             partials = pa.concat_tables([partials, own.cast(self.schema)])
             segments = pa.concat_tables([segments, own_segments.cast(SEGMENT_SCHEMA)])
