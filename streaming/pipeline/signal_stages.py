@@ -32,7 +32,7 @@ from streaming.signals.broker import (
     prepared,
     signal_partials,
 )
-from streaming.signals.churn import unmatched_shrinks
+from streaming.signals.churn import CHURN_COLUMNS, unmatched_shrinks
 from streaming.signals.cluster import cluster_signals
 from streaming.signals.incidents import anchor_incidents, incident_conditions, incident_runs
 from streaming.signals.incremental import OpenWindows
@@ -133,6 +133,7 @@ class SignalStages:
             broker_rows = recomputed[-1]
         exporter = self.exporter
         push = self.config.alert_push
+        rows = broker_rows.to_pylist()  # paging, the views' check and headroom read dicts
         if exporter is not None:
             exporter.begin_batch()
         if exporter is not None or push.urls():
@@ -141,7 +142,6 @@ class SignalStages:
             # pushes the same alert again (same labels, so Alertmanager deduplicates it).
             # The gauges go first: they decide which clusters are held, so may page.
             with stopwatch(timings, "page"):
-                rows = broker_rows.to_pylist()
                 if exporter is not None:
                     exporter.update_brokers(rows)
                     exporter.update_staleness(
@@ -163,9 +163,9 @@ class SignalStages:
         if exporter is not None:
             exporter.update_clusters(cluster_rows.to_pylist())
         if self.views is not None:
-            self.views.observe(metrics_views(broker_rows.to_pylist()))
+            self.views.observe(metrics_views(rows))
         with stopwatch(timings, "headroom"):
-            headroom_rows = self.headroom.evaluate(broker_rows.to_pylist())
+            headroom_rows = self.headroom.evaluate(rows)
             if headroom_rows:
                 self.tables["partition_headroom"].upsert(pa.Table.from_pylist(headroom_rows),
                                                          batch_id)
@@ -260,7 +260,8 @@ class SignalStages:
             return
         if self.exporter is not None:
             self.exporter.update_churn(
-                unmatched_shrinks(broker_rows.to_pylist(), cfg.isr_churn_match_seconds))
+                unmatched_shrinks(broker_rows.select(CHURN_COLUMNS).to_pylist(),
+                                  cfg.isr_churn_match_seconds))
         computed = incident_runs(incident_conditions(broker_rows, cluster_rows, cfg))
         # Every stored incident the recomputation can touch: open, or resolved inside the
         # horizon. Those started before it are anchored; all of them keep their cause.
@@ -307,6 +308,6 @@ class SignalStages:
         scratch.update_headroom(HeadroomTracker(
             self.config.clusters, self.tables["partition_headroom"].read).evaluate(
                 signals.to_pylist()))
-        scratch.update_churn(unmatched_shrinks(signals.to_pylist(),
+        scratch.update_churn(unmatched_shrinks(signals.select(CHURN_COLUMNS).to_pylist(),
                                                cfg.isr_churn_match_seconds))
         incident_runs(incident_conditions(signals, cluster_rows, cfg))

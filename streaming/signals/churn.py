@@ -11,6 +11,11 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
+# The broker_signals columns unmatched_shrinks reads: callers hand it rows of these alone
+# (a horizon of every column as dicts cost more than the incident stage's own work).
+CHURN_COLUMNS = ["cluster", "broker", "window_end", "isr_shrinks_increase",
+                 "isr_expands_increase"]
+
 
 def unmatched_shrinks(rows: list[dict[str, Any]], match_seconds: float
                       ) -> dict[tuple[str, str], float]:
