@@ -101,6 +101,7 @@ class Job:
         query = self.query
         jvm_alive = self._while_jvm_lives(lambda: self._stop_query(query))
         self.processor.wait_deferred()  # the last batch's signals
+        self.processor.wait_quality()
         if self.listener is not None:
             listener, self.listener = self.listener, None
             if jvm_alive:

@@ -81,6 +81,7 @@ class BatchProcessor:
         self.stopping = False
         self.validator = BronzeValidator(config.quality.validate_every_n_batches,
                                          config.quality.sample_rows)
+        self.quality: threading.Thread | None = None  # the running quality check, if any
         self.defaulted = DefaultedIdentity(config.identity.default_cluster)
         self.admission = BrokerAdmission(config.quality.max_brokers_per_cluster,
                                          config.quality.max_clusters)
@@ -236,17 +237,15 @@ class BatchProcessor:
                  touched: tuple[list[str], list[Span]] | None, handoff: Handoff | None,
                  quality_rows: Callable[[], pa.Table | None],
                  written: WrittenBatch | None = None) -> None:
-        """Once bronze is committed: the facts for the listener, the quality sample, then
-        the after-bronze stages (here, or on the deferred thread after the handoff)."""
+        """Once bronze is committed: the facts for the listener, the quality check started
+        on its own thread, then the after-bronze stages (here, or on the deferred thread
+        after the handoff)."""
         batch_id = facts.batch_id
         self.facts[batch_id] = facts
         for old in [b for b in list(self.facts) if b < batch_id - 16]:
             self.facts.pop(old, None)  # the listener pops them from its own thread
-        if facts.bronze_rows and self.validator.due(batch_id):  # before Spark's commit: once
-            with stopwatch(facts.timings, "quality"):
-                sample = quality_rows()
-                if sample is not None:
-                    self.check_quality(sample, batch_id)
+        if facts.bronze_rows and self.validator.due(batch_id):
+            self.start_quality(quality_rows, batch_id)
         if handoff is None:
             self.after_bronze(rows, touched, facts, self.absorb(rows, batch_id, written))
             return
@@ -410,6 +409,34 @@ class BatchProcessor:
             raise
         self.clear_pending()
         return batch_id
+
+    def start_quality(self, quality_rows: Callable[[], pa.Table | None], batch_id: int) -> None:
+        """The quality check of a due batch, on a thread of its own. Why: reading the sample
+        back and validating it takes 0.4-0.7 s, and on the batch's own path it delayed that
+        batch's paging and the next batch's start by as much (the p95 of produced -> gauge
+        at 10k samples/s). At most one runs: a due batch first waits for the one before, so
+        dq_results gets its batch ids in order. A job that dies mid-check loses that one
+        sample's results; a replayed batch checks its sample again."""
+        self.wait_quality()
+        self.quality = threading.Thread(target=self.run_quality, args=(quality_rows, batch_id),
+                                        name=f"kafka-health-quality-{batch_id}", daemon=True)
+        self.quality.start()
+
+    def run_quality(self, quality_rows: Callable[[], pa.Table | None], batch_id: int) -> None:
+        started = time.perf_counter()
+        try:
+            sample = quality_rows()
+            if sample is not None:
+                self.check_quality(sample, batch_id)
+        except Exception:  # a sample that cannot be read or recorded: reported, never fatal
+            LOG.exception("batch %d: the data-quality check failed", batch_id)
+        LOG.debug("batch %d: quality check %.2fs", batch_id, time.perf_counter() - started)
+
+    def wait_quality(self) -> None:
+        """Wait for the running quality check, if any (Job.stop: its results are written)."""
+        thread = self.quality
+        if thread is not None:
+            thread.join()
 
     def check_quality(self, bronze: pa.Table, batch_id: int) -> None:
         """Validate a sample; a failing suite is reported, never a reason to stop the job."""

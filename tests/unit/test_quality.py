@@ -57,3 +57,49 @@ def test_a_suite_that_cannot_be_built_fails_each_validation_not_the_constructor(
     with pytest.raises(RuntimeError, match="could not be built") as failed:
         validator.validate(good_bronze(), batch_id=0)
     assert isinstance(failed.value.__cause__, OSError)
+
+
+def test_a_due_batch_goes_on_while_its_quality_check_runs(tmp_path, caplog):
+    """The check reads its sample and validates it on a thread of its own: the batch's
+    steps (paging among them) and the next batch do not wait for it; its results reach
+    dq_results once it ends, and a sample that cannot be read is reported, not raised."""
+    import threading
+
+    import pyarrow as pa
+
+    from streaming.config import Config
+    from streaming.pipeline.batch import BatchProcessor
+    from streaming.pipeline.stats import BatchStats
+    from tests.conftest import wait_for
+
+    config = Config()
+    config.delta.path = str(tmp_path)
+    config.quality.validate_every_n_batches = 1
+    processor = BatchProcessor(config, exporter=None)
+    bronze = good_bronze()
+    gate = threading.Event()
+
+    def held_sample() -> pa.Table:
+        gate.wait(60)
+        return bronze
+
+    facts = BatchStats(batch_id=0, bronze_rows=bronze.num_rows)
+    concluded = threading.Thread(target=processor.conclude,
+                                 args=(bronze, facts, None, None, held_sample))
+    concluded.start()
+    wait_for(lambda: not concluded.is_alive(), 30, "the batch to conclude before its check")
+    assert processor.stats.batch_id == 0  # every step of the batch is done
+    assert not processor.tables["dq_results"].committed(0)
+    gate.set()
+    processor.wait_quality()
+    assert processor.tables["dq_results"].committed(0)
+    results = processor.tables["dq_results"].read().to_pylist()
+    assert results and {r["batch_id"] for r in results} == {0}
+
+    def unreadable() -> pa.Table:
+        raise OSError("the task file is gone")
+
+    processor.conclude(bronze, BatchStats(batch_id=1, bronze_rows=1), None, None, unreadable)
+    processor.wait_quality()
+    assert "batch 1: the data-quality check failed" in caplog.text
+    assert not processor.tables["dq_results"].committed(1)
