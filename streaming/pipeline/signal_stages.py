@@ -159,7 +159,8 @@ class SignalStages:
             with stopwatch(timings, "seed"):
                 self.seed_open_windows(recomputed, spans, clusters)
         with stopwatch(timings, "cluster_signals"):
-            cluster_rows = self.update_cluster_signals(clusters, first, last, batch_id)
+            stored = self.horizon_broker_rows(clusters, first, last)
+            cluster_rows = self.update_cluster_signals(clusters, first, last, batch_id, stored)
         if exporter is not None:
             exporter.update_clusters(cluster_rows.to_pylist())
         if self.views is not None:
@@ -172,7 +173,7 @@ class SignalStages:
         if exporter is not None:
             exporter.update_headroom(headroom_rows)
         with stopwatch(timings, "incidents"):
-            self.update_incidents(clusters, first, last, batch_id)
+            self.update_incidents(clusters, first, last, batch_id, stored)
         failpoints.hit("incidents_committed")
         if exporter is not None:
             failures = alertpush.STATS.failures
@@ -185,17 +186,25 @@ class SignalStages:
                 columns=["cluster", "kind"])
             exporter.update_open_incidents(clusters, open_now.to_pylist())
 
-    def update_cluster_signals(self, clusters: list[str], first: datetime, last: datetime,
-                               batch_id: int) -> pa.Table:
-        """cluster_signals of the windows first..last, upserted. The stored broker rows of
-        the incident horizon before them are read too: they tell which broker was the
-        controller, whose missing numbers make a window's controller count unknown."""
-        lookback = timedelta(seconds=self.config.signals.incident_horizon_seconds)
-        stored = self.tables["broker_signals"].read(
-            (field("window_start") >= pa.scalar(first - lookback, TS))
+    def horizon_broker_rows(self, clusters: list[str], first: datetime, last: datetime
+                            ) -> pa.Table:
+        """The stored broker_signals rows of `clusters` from the incident horizon before
+        `first` through `last`: what the cluster signals and the incidents both read (one
+        read a batch, after the broker_signals MERGE)."""
+        horizon = first - timedelta(seconds=self.config.signals.incident_horizon_seconds)
+        return self.tables["broker_signals"].read(
+            (field("window_start") >= pa.scalar(horizon, TS))
             & (field("window_start") <= pa.scalar(last, TS)),
-            field("cluster").isin(clusters),
-        )
+            field("cluster").isin(clusters))
+
+    def update_cluster_signals(self, clusters: list[str], first: datetime, last: datetime,
+                               batch_id: int, stored: pa.Table | None = None) -> pa.Table:
+        """cluster_signals of the windows first..last, upserted. The stored broker rows of
+        the incident horizon before them are read too (`stored`, when the caller has them):
+        they tell which broker was the controller, whose missing numbers make a window's
+        controller count unknown."""
+        if stored is None:
+            stored = self.horizon_broker_rows(clusters, first, last)
         cluster_rows = cluster_signals(stored, since=first)
         self.tables["cluster_signals"].upsert(cluster_rows, batch_id)
         return cluster_rows
@@ -247,14 +256,16 @@ class SignalStages:
             self.open_windows.clear()
 
     def update_incidents(self, clusters: list[str], first: datetime, last: datetime,
-                         batch_id: int) -> None:
-        """Recompute incidents over a bounded horizon and reconcile them with the table."""
+                         batch_id: int, broker_rows: pa.Table | None = None) -> None:
+        """Recompute incidents over a bounded horizon and reconcile them with the table;
+        `broker_rows`: horizon_broker_rows(), when the caller has them."""
         cfg = self.config.signals
         horizon = first - timedelta(seconds=cfg.incident_horizon_seconds)
         in_horizon = ((field("window_start") >= pa.scalar(horizon, TS))
                       & (field("window_start") <= pa.scalar(last, TS)))
         of_clusters = field("cluster").isin(clusters)
-        broker_rows = self.tables["broker_signals"].read(in_horizon, of_clusters)
+        if broker_rows is None:
+            broker_rows = self.horizon_broker_rows(clusters, first, last)
         cluster_rows = self.tables["cluster_signals"].read(in_horizon, of_clusters)
         if broker_rows.num_rows == 0:
             return

@@ -188,6 +188,7 @@ class DeltaSink(ABC):
 
     def upsert(self, data: pa.Table, batch_id: int, owned: Scope | None = None) -> bool:
         """MERGE by the table's keys: late data corrects a row instead of duplicating it.
+        Returns whether it committed (False: a replayed batch, or nothing to write).
 
         With `owned`, target rows inside that scope whose keys `data` no longer has are
         deleted in the same commit: for derived tables (incidents) whose rows disappear when
@@ -202,6 +203,11 @@ class DeltaSink(ABC):
         source = data.append_column(DROP_COLUMN, pa.repeat(False, data.num_rows))
         if owned is not None:
             source = pa.concat_tables([source, self._tombstones(data, owned)])
+        if source.num_rows == 0:
+            # Nothing to insert, update or delete: no commit. (A healthy fleet's incidents
+            # are empty batch after batch; a version each would be a MERGE's planning and a
+            # log entry for nothing. A replay of the batch finds nothing to write again.)
+            return False
         self._merge(source, batch_id)
         return True
 

@@ -54,3 +54,20 @@ def test_merge_reads_only_the_files_its_key_range_can_match(tmp_path):
     assert table.last_merge["num_target_rows_updated"] == 1
     got = table.read(columns=["window_start", "samples"]).sort_by("window_start")
     assert got.column("samples").to_pylist() == [1, 1, 5, 1, 1, 1, 1]
+
+
+def test_an_upsert_with_nothing_to_write_commits_no_version(tmp_path):
+    """A healthy fleet's incidents are empty batch after batch: no MERGE and no log entry
+    for them; rows to write, or stored rows the scope no longer has, still commit."""
+    from streaming.sinks.base import Scope
+
+    table = DeltaRsTable(str(tmp_path), "broker_signals", "app")
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    assert table.upsert(rows(table, ["a"], at, 1), batch_id=0)
+    version = table.version()
+    scope = Scope(ds.field("window_start") >= pa.scalar(at + timedelta(hours=1), TS))
+    assert not table.upsert(rows(table, [], at, 1), batch_id=1, owned=scope)
+    assert table.version() == version and not table.committed(1)
+    everything = Scope(ds.field("window_start") >= pa.scalar(at, TS))
+    assert table.upsert(rows(table, [], at, 1), batch_id=2, owned=everything)
+    assert table.version() == version + 1 and table.read().num_rows == 0
