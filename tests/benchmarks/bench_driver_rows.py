@@ -8,7 +8,10 @@ NumLogSegments sample per replica and window ("segments"), and a summary per (cl
 broker, topic, window). The driver's work per batch grows with these rows, not with the
 samples; this counts them, per kind, over bench_pipeline's single-sample fleet stream cut
 into chunks the size a task gathers (GATHER_ROWS) and smaller ones, and times the task's
-reduction. Pure Python, no Spark, no broker.
+reduction. It then times what the driver does with them, the held windows' step
+(OpenWindows.update_parts), in batches of 5k samples (a live stream's 0.5 s trigger at
+10k samples/s: one or two windows a batch) and of 250k (bench_pipeline's catch-up
+batches: about a hundred windows each). Pure Python, no Spark, no broker.
 
     .venv/bin/python tests/benchmarks/bench_driver_rows.py [--samples 400000]
 Writes tests/benchmarks/results/driver-rows.json.
@@ -26,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
@@ -35,7 +39,9 @@ from streaming.catalog import load_catalog  # noqa: E402
 from streaming.config import SignalsConfig  # noqa: E402
 from streaming.decode.packing import GATHER_ROWS, signal_rows, summarize  # noqa: E402
 from streaming.decode.records import DecodeContext, decode_record_batch  # noqa: E402
-from streaming.signals.incremental import chunk_parts  # noqa: E402
+from streaming.signals.broker import SAMPLE_COLUMNS, prepared, signal_partials  # noqa: E402
+from streaming.signals.incremental import OpenWindows, chunk_parts  # noqa: E402
+from streaming.signals.spans import touched_spans  # noqa: E402
 from tests.benchmarks.bench_decode import T0, batches  # noqa: E402
 from tests.benchmarks.bench_pipeline import single_sample_messages  # noqa: E402
 
@@ -66,6 +72,41 @@ def reduce_chunks(decoded: list[pa.Table], signals: SignalsConfig) -> dict[str, 
             "reduce_us_per_sample": round(seconds / samples * 1e6, 3)}
 
 
+def held_window_step(samples: pa.Table, signals: SignalsConfig, batch_rows: int
+                     ) -> dict[str, Any]:
+    """The driver's held-window step over `samples` cut into batches of `batch_rows`, each
+    sent as the read tasks send it (chunk_parts of chunks of at most GATHER_ROWS). The
+    first batch seeds the windows, as a recompute from bronze does at a start; the rest
+    are timed (process CPU)."""
+    batches = [samples.slice(i, batch_rows) for i in range(0, samples.num_rows, batch_rows)]
+    first = signal_rows(batches[0]).select(SAMPLE_COLUMNS)
+    first = first.filter(pc.is_valid(first["metric"]))
+    partials, segments = signal_partials(prepared(first, signals), signals)
+    held = OpenWindows(signals)
+    held.begin(0)
+    held.seed(first, partials, segments,
+              touched_spans(first["ts"], signals.window_seconds,
+                            signals.counter_lookback_seconds),
+              pc.unique(first["cluster"]).to_pylist(), set())
+    sent = []
+    for batch in batches[1:]:
+        chunk = min(GATHER_ROWS, batch_rows)
+        parts = [chunk_parts(signal_rows(batch.slice(i, chunk)), signals)
+                 for i in range(0, batch.num_rows, chunk)]
+        sent.append((pa.concat_tables([p[0] for p in parts]).select(SAMPLE_COLUMNS),
+                     [p[1] for p in parts], [p[2] for p in parts], batch.num_rows))
+    started = time.process_time()
+    for batch_id, (counters, chunk_partials, chunk_segments, _) in enumerate(sent, 1):
+        held.begin(batch_id)
+        if held.update_parts(counters, chunk_partials, chunk_segments) is None:
+            raise RuntimeError(f"batch {batch_id} was not answered from the held windows")
+    seconds = time.process_time() - started
+    timed = sum(rows for *_, rows in sent)
+    return {"batches_timed": len(sent), "samples_timed": timed,
+            "us_per_sample": round(seconds / timed * 1e6, 3),
+            "ms_per_batch": round(seconds / len(sent) * 1e3, 2)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=400_000,
@@ -81,6 +122,9 @@ def main() -> None:
         per = max(1, size // decoded[0].num_rows)
         chunks = [pa.concat_tables(decoded[i:i + per]) for i in range(0, len(decoded), per)]
         by_chunk[str(size)] = reduce_chunks(chunks, signals)
+    everything = pa.concat_tables(decoded)
+    held = {str(rows): held_window_step(everything, signals, rows)
+            for rows in (5_000, 250_000) if rows < everything.num_rows}
     result = {
         "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "python": platform.python_version(), "machine": platform.machine(),
@@ -88,6 +132,7 @@ def main() -> None:
         "stream": "bench_pipeline's single-sample Jolokia fleet stream (6 brokers, 15 s "
                   "scrape rounds)",
         "by_chunk_rows": by_chunk,
+        "held_window_step_by_batch_rows": held,
     }
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(result, indent=2))
@@ -95,6 +140,9 @@ def main() -> None:
         print(f"chunks of {int(size):,} samples: {figures['to_driver_per_100_samples']} rows "
               f"reach the driver per 100 samples {figures['per_100_samples']}; the task's "
               f"reduction {figures['reduce_us_per_sample']} us a sample")
+    for rows, figures in held.items():
+        print(f"batches of {int(rows):,} samples: the driver's held-window step "
+              f"{figures['us_per_sample']} us a sample, {figures['ms_per_batch']} ms a batch")
 
 
 if __name__ == "__main__":
