@@ -22,6 +22,7 @@ import atexit
 import base64
 import logging
 import os
+import random
 import shutil
 import signal
 import socket
@@ -128,10 +129,41 @@ class SaslPlain:
                 "sasl.username": user, "sasl.password": self.users[user]}
 
 
+_HANDED_OUT: set[int] = set()  # ports free_port() gave in this process
+
+
+def _ephemeral_low() -> int:
+    """The first port of the kernel's ephemeral range (32768 unless configured)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
+    """A loopback port that is free now, for a server that binds it later, from below the
+    kernel's ephemeral range and never one this process gave before. Why not bind(0): that
+    hands out an ephemeral port, the pool every outgoing connection's local port comes
+    from, so in the seconds before a Kafka node (or Prometheus) binds it a client
+    connection could take it and the server would exit with "Address already in use"."""
+    low = _ephemeral_low()
+    chooser = random.SystemRandom()
+    for _ in range(200) if low > 11_000 else ():
+        port = chooser.randint(10_000, low - 1)
+        if port in _HANDED_OUT:
+            continue
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _HANDED_OUT.add(port)
+        return port
+    with socket.socket() as sock:  # a kernel whose ephemeral range starts low
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        port = sock.getsockname()[1]
+    _HANDED_OUT.add(port)
+    return port
 
 
 def _cluster_id() -> str:
@@ -187,6 +219,22 @@ class KafkaNode:
 
     def running(self) -> bool:
         return self.process is not None and self.process.poll() is None
+
+    def exit_evidence(self, first_errors: int = 6, last: int = 5) -> str:
+        """Why a node that exited did, for the error itself (a test's temporary directory
+        is gone once it ends): the first ERROR and exception lines of its logs, where
+        Kafka names the cause, and their last lines."""
+        found = []
+        for path in (self.directory / "stdout.log", self.log_path):
+            try:
+                lines = path.read_text(errors="replace").splitlines()
+            except OSError:
+                continue
+            errors = [line for line in lines
+                      if " ERROR " in line or " FATAL " in line or "Exception:" in line]
+            found.append(f"--- {path.name}\n" + "\n".join(
+                [*errors[:first_errors], "...", *lines[-last:]] if errors else lines[-last:]))
+        return "\n".join(found)
 
     def write_config(self, voters: str, settings: dict[str, str]) -> Path:
         # The client listener is named after its protocol; with `sasl` the controller's
@@ -381,7 +429,7 @@ class KafkaCluster:
                 if node.node_id in wanted and node.process and node.process.poll() is not None:
                     raise KafkaError(f"{self.name} node {node.node_id} exited with code "
                                      f"{node.process.returncode}; see {node.log_path} and "
-                                     f"{node.directory / 'stdout.log'}")
+                                     f"{node.directory / 'stdout.log'}:\n{node.exit_evidence()}")
             if wanted <= self.alive_brokers():
                 return
             time.sleep(0.3)
