@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -73,12 +74,14 @@ class Failure:
 
 class FailureLog:
     """The one failed batch the job knows of, in a JSON file beside the checkpoint (local or
-    on an object store), written whole or not at all."""
+    on an object store), written whole or not at all. The micro-batch thread and the
+    signals writer both note and clear: a lock keeps a clear from deleting a newer note."""
 
     def __init__(self, location: Path | str | None,
                  storage_options: Mapping[str, str] | None = None) -> None:
         self.location = None if location is None else str(location)
         self.storage_options = dict(storage_options or {})
+        self._lock = threading.Lock()
 
     def read(self) -> Failure | None:
         if self.location is None:
@@ -100,12 +103,14 @@ class FailureLog:
         """Note a failed attempt; returns the note (None without a checkpoint location)."""
         if self.location is None:
             return None
-        earlier = self.read()
-        failure = Failure(app_id, batch_id, ranges, type(error).__name__)
-        if earlier is not None and (earlier.app_id, earlier.batch_id, earlier.ranges) == (
-                app_id, batch_id, ranges):
-            failure.count = earlier.count + 1
-        locations.write_text(self.location, json.dumps(asdict(failure)), self.storage_options)
+        with self._lock:
+            earlier = self.read()
+            failure = Failure(app_id, batch_id, ranges, type(error).__name__)
+            if earlier is not None and (earlier.app_id, earlier.batch_id, earlier.ranges) == (
+                    app_id, batch_id, ranges):
+                failure.count = earlier.count + 1
+            locations.write_text(self.location, json.dumps(asdict(failure)),
+                                 self.storage_options)
         LOG.error("batch %d failed (%s, attempt %d); its replay looks for poison records",
                   batch_id, failure.error, failure.count)
         return failure
@@ -119,9 +124,10 @@ class FailureLog:
 
     def clear_through(self, batch_id: int) -> None:
         """The noted batch is at or before `batch_id`, and done: the note is spent."""
-        failure = self.read()
-        if self.location is not None and failure is not None and failure.batch_id <= batch_id:
-            locations.delete(self.location, self.storage_options)
+        with self._lock:
+            failure = self.read()
+            if self.location is not None and failure is not None and failure.batch_id <= batch_id:
+                locations.delete(self.location, self.storage_options)
 
 
 def isolate(rows: pa.Table, fails: Callable[[pa.Table], bool]) -> pa.Table:

@@ -6,7 +6,7 @@ Per watched cluster a poller thread (`poller`) fetches a snapshot (`admin`, `mod
 every 30 s; pure functions turn snapshots into table rows (`changes` for
 cluster_metadata, `audit` + `reconcile` for durability_audit), rank the brokers behind
 the trouble (`causes`), and set the exporter's gauges (`export`); `store` writes the two
-tables, `board` hands the ranked causes to the pipeline's signals thread (incidents'
+tables, `board` hands the ranked causes to the pipeline's signals writer (incidents'
 `cause`), and `handler.PollHandler` is the one callback that does all of it per poll;
 `service.MetadataService` builds and runs it all from the job's config.
 Thresholds live in metrics_schemas/durability.yaml; docs/metadata.md says how to run it

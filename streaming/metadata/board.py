@@ -1,6 +1,6 @@
-"""The newest causes per cluster, handed from the poller threads to the signals thread.
+"""The newest causes per cluster, handed from the poller threads to the signals writer.
 
-The signals thread fills each incident's `cause` and compares the two views of under min
+The signals writer fills each incident's `cause` and compares the two views of under min
 ISR on every batch, once a second; a poll takes seconds and may hang for its request
 timeouts. So the pollers publish what the pipeline needs, already ranked, and the
 pipeline only reads the newest published view: it never waits for a poll and never ranks
@@ -51,7 +51,7 @@ def cause_view(snapshot: ClusterSnapshot, top_n: int = 3) -> CauseView:
 
 
 class CauseBoard:
-    """`publish` from any poller thread; `view` and `cause` from the signals thread. A view
+    """`publish` from any poller thread; `view` and `cause` from the signals writer. A view
     older than `max_age_seconds` names no cause: a poller that stopped answering must not
     blame brokers for a fault that came after its last success."""
 

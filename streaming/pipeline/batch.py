@@ -1,10 +1,11 @@
 """The foreachBatch body: bronze and quarantine, then the after-bronze stages.
 
-With a pending marker the after-bronze stages run on a thread of their own that overlaps
-Spark's read of the next batch, so that on two cores the driver's work and the read tasks
-do not take turns; without one everything runs inside foreachBatch. Every step is
-idempotent or a recomputation from bronze, so a batch replayed after a crash (same batch
-id, same offsets) converges to the same tables.
+With a pending marker the held windows absorb a batch while its bronze is committed, its
+gauges and pages go out right after, and its Delta signals are written by the signals
+writer (streaming.pipeline.signals_writer), which overlaps Spark's read of the next
+batches; without one everything runs inside foreachBatch. Every step is idempotent or a
+recomputation from bronze, so a batch replayed after a crash (same batch id, same
+offsets) converges to the same tables.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -27,14 +29,15 @@ from streaming.decode.packing import WrittenBatch, unpack, unpack_written
 from streaming.decode.records import reason_category
 from streaming.exporter import Exporter
 from streaming.metadata.board import CauseBoard
-from streaming.pipeline.handoff import Handoff, PreviousBatchFailed
 from streaming.pipeline.identity_warning import DefaultedIdentity, defaulted_per_topic
-from streaming.pipeline.recovery import Pending, PendingMarker
+from streaming.pipeline.recovery import Pending, PendingMarker, owed_together
 from streaming.pipeline.signal_stages import SignalStages
+from streaming.pipeline.signals_writer import Owed, SignalsWriter, newest_rows
 from streaming.pipeline.stats import BatchStats, stopwatch
 from streaming.pipeline.tables import compact, open_tables
 from streaming.quality import BronzeValidator
 from streaming.retention import Retention
+from streaming.signals.broker import BROKER_KEYS
 from streaming.signals.spans import Span, micros_to_datetime, newest_event
 from streaming.sinks.base import DeltaSink
 from streaming.sinks.engines import open_table
@@ -46,13 +49,21 @@ from streaming.sinks.task_files import (
 )
 
 LOG = logging.getLogger("kafka_health.batch")
+# How many batches the signals writer may owe before a batch waits for it: what the queued
+# batches hold in memory (their held rows and signal samples) stays bounded.
+MAX_OWED_BATCHES = 8
+
+
+class PreviousBatchFailed(RuntimeError):
+    """This batch fails because an earlier batch's Delta signals did: not its data."""
 
 
 class BatchProcessor:
     """The foreachBatch body: bronze + quarantine, then recompute the touched windows.
 
-    With `pending` (the marker of owed signals) the recomputation is deferred to a thread
-    that overlaps the next batch's read; without it everything runs inside foreachBatch.
+    With `pending` (the marker of owed signals) the Delta signals are written by the
+    signals writer while the next batches run; without it everything runs inside
+    foreachBatch.
     """
 
     def __init__(self, config: Config, exporter: Exporter | None,
@@ -72,9 +83,13 @@ class BatchProcessor:
         # What each recent batch read and wrote, for the listener (which runs after the
         # batch, possibly after the next one has begun); a few are kept, the listener pops.
         self.facts: dict[int, BatchStats] = {}
-        self.deferred: threading.Thread | None = None
-        self.handoff: Handoff | None = None  # the running deferred steps' go-ahead
-        self.deferred_error: BaseException | None = None
+        # The held windows absorb a batch on this thread while its bronze is committed
+        # (delta-rs leaves the GIL while it encodes and writes).
+        self.absorber = ThreadPoolExecutor(1, thread_name_prefix="kafka-health-absorb")
+        self.writer = SignalsWriter(self.write_signals, self.signals_failed)
+        self.owed: list[Pending] = []  # what the pending marker names, oldest first
+        self.owed_lock = threading.Lock()  # the marker's writes, from either thread
+        self._deferred_error: BaseException | None = None
         self.finished: deque[BatchStats] = deque(maxlen=64)  # newest last, for benchmarks
         # Set by Job.stop before it stops the query: a batch that fails then was cancelled by
         # the stop (its Spark job), not by its data, so it is not noted as a failed attempt.
@@ -101,12 +116,23 @@ class BatchProcessor:
                               for name in ("bronze", "quarantine")}
         self.stages = SignalStages(self.config, self.exporter, self.tables, self.causes)
 
+    @property
+    def deferred_error(self) -> BaseException | None:
+        """Why the signals writer stopped, if it did: the next batch fails for it."""
+        return self._deferred_error
+
+    @deferred_error.setter
+    def deferred_error(self, error: BaseException | None) -> None:
+        self._deferred_error = error
+        if error is None:  # recovered: what the failure left queued is owed in the marker
+            self.writer.reset()
+            with self.owed_lock:
+                self.owed.clear()
+
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         try:
             self.process(batch, batch_id)
         except BaseException as err:
-            if self.handoff is not None:
-                self.handoff.cancel()
             self.wait_deferred()
             self.stages.open_windows.clear()  # the batch may have been absorbed: never count it twice
             attempt, self.attempt = self.attempt, None
@@ -136,8 +162,7 @@ class BatchProcessor:
                      timings: dict[str, float]) -> None:
         """A batch whose decoded rows are all here: the driver writes bronze and quarantine."""
         self.attempt = (batch_id, decoded)
-        # The previous batch's signals first: they must not see this batch's bronze.
-        self.finish_deferred()
+        self.raise_if_signals_failed()
         good = pc.is_null(decoded["reject_reason"])
         bronze = decoded.filter(good)
         rejected = decoded.filter(pc.invert(good))
@@ -147,14 +172,17 @@ class BatchProcessor:
         bronze, refused = self.admission(bronze)  # before anything holds their state
         if refused.num_rows:
             rejected = pa.concat_tables([rejected, refused])
-        handoff = self.start_deferred(bronze, batch_id)
-        with stopwatch(timings, "bronze"):
-            appended = self.tables["bronze"].append(bronze, batch_id)
-        failpoints.hit("bronze_committed")
-        if appended:  # a replayed batch was counted the first time
-            self.defaulted(bronze, self.exporter)
-        if rejected.num_rows:
-            self.quarantine(self.tables["quarantine"], rejected, batch_id)
+        absorbing = self.start_absorb(bronze, batch_id)
+        try:
+            with stopwatch(timings, "bronze"):
+                appended = self.tables["bronze"].append(bronze, batch_id)
+            failpoints.hit("bronze_committed")
+            if appended:  # a replayed batch was counted the first time
+                self.defaulted(bronze, self.exporter)
+            if rejected.num_rows:
+                self.quarantine(self.tables["quarantine"], rejected, batch_id)
+        finally:
+            held = self.absorbed(absorbing)
         facts = BatchStats(
             batch_id=batch_id, records=records, bronze_rows=bronze.num_rows,
             quarantined=rejected.num_rows,
@@ -162,7 +190,7 @@ class BatchProcessor:
             timings=timings,
         )
         touched = self.stages.touched(bronze) if bronze.num_rows else None
-        self.conclude(bronze, facts, touched, handoff, lambda: bronze)
+        self.conclude(bronze, facts, touched, held, lambda: bronze)
 
     def process_written(self, written: WrittenBatch, batch_id: int,
                         timings: dict[str, float]) -> None:
@@ -174,7 +202,7 @@ class BatchProcessor:
         delta = self.config.delta
         storage = delta.storage()  # secret files read once a batch
         self.attempt = (batch_id, written.rows)
-        self.finish_deferred()
+        self.raise_if_signals_failed()
         kept = written.kept
         if (self.failures.failed(self.app_id, batch_id) is not None
                 or not self.admission.admits(kept)):
@@ -188,22 +216,25 @@ class BatchProcessor:
             return
         self.admission(kept)
         failpoints.hit("task_files_written")  # written by the tasks, not committed yet
-        handoff = self.start_deferred(written.rows, batch_id, written)
+        absorbing = self.start_absorb(written.rows, batch_id, written)
         bronze_files = [f for f in written.files if f.table == "bronze"]
-        with stopwatch(timings, "bronze"):
-            appended = self.tables["bronze"].add_files(bronze_files, batch_id)
-        if not appended:  # a replay: the first attempt's files are the committed ones
-            delete_task_files(bronze_files, delta.path, storage)
-        failpoints.hit("bronze_committed")
-        if appended:
-            self.defaulted.report(defaulted_per_topic(kept), self.exporter)
         rejects = written.summary.filter(pc.is_null(written.summary["cluster"]))
-        quarantine_files = [f for f in written.files if f.table == "quarantine"]
-        if quarantine_files:
-            if self.tables["quarantine"].add_files(quarantine_files, batch_id):
-                self.count_quarantined(rejects)
-            else:
-                delete_task_files(quarantine_files, delta.path, storage)
+        try:
+            with stopwatch(timings, "bronze"):
+                appended = self.tables["bronze"].add_files(bronze_files, batch_id)
+            if not appended:  # a replay: the first attempt's files are the committed ones
+                delete_task_files(bronze_files, delta.path, storage)
+            failpoints.hit("bronze_committed")
+            if appended:
+                self.defaulted.report(defaulted_per_topic(kept), self.exporter)
+            quarantine_files = [f for f in written.files if f.table == "quarantine"]
+            if quarantine_files:
+                if self.tables["quarantine"].add_files(quarantine_files, batch_id):
+                    self.count_quarantined(rejects)
+                else:
+                    delete_task_files(quarantine_files, delta.path, storage)
+        finally:
+            held = self.absorbed(absorbing)
         bronze_rows = int(pc.sum(kept["rows"]).as_py() or 0)
         newest = pc.max(kept["newest"]).as_py() if kept.num_rows else None
         facts = BatchStats(
@@ -213,45 +244,102 @@ class BatchProcessor:
             timings=timings,
         )
         touched = self.stages.touched_windows(kept) if bronze_rows else None
-        self.conclude(written.rows, facts, touched, handoff, lambda: read_task_files(
+        self.conclude(written.rows, facts, touched, held, lambda: read_task_files(
             bronze_files, delta.path, "bronze", storage,
             enough=self.config.quality.sample_rows) if appended else None, written)
 
-    def start_deferred(self, rows: pa.Table, batch_id: int,
-                       written: WrittenBatch | None = None) -> Handoff | None:
+    def start_absorb(self, rows: pa.Table, batch_id: int, written: WrittenBatch | None = None
+                     ) -> Future | None:
         """With a pending marker, the held windows absorb the batch's signal samples on the
-        deferred thread while this one commits bronze (delta-rs leaves the GIL while it
-        encodes and writes), on a core the read tasks are not using then. Nothing leaves
-        the process until the handoff."""
+        absorber's thread while this one commits bronze, on a core the read tasks are not
+        using then. Only memory changes there: a batch that fails clears the windows."""
         if self.pending is None:
             return None
-        self.handoff = handoff = Handoff()
-        thread = threading.Thread(
-            target=self.run_deferred, args=(rows, batch_id, handoff, written),
-            name=f"kafka-health-signals-{batch_id}", daemon=True)
-        thread.start()
-        self.deferred = thread  # once started: joining an unstarted thread raises
-        return handoff
+        return self.absorber.submit(self.absorb, rows, batch_id, written)
+
+    def absorbed(self, absorbing: Future | None) -> pa.Table | None:
+        """What start_absorb's held windows answered (None: recompute from bronze)."""
+        if absorbing is None:
+            return None
+        try:
+            return absorbing.result()
+        except Exception:  # held windows only save work: bronze stays the authority
+            LOG.exception("held signal windows failed; recomputing from bronze")
+            self.stages.open_windows.clear()
+            return None
 
     def conclude(self, rows: pa.Table, facts: BatchStats,
-                 touched: tuple[list[str], list[Span]] | None, handoff: Handoff | None,
+                 touched: tuple[list[str], list[Span]] | None, held: pa.Table | None,
                  quality_rows: Callable[[], pa.Table | None],
                  written: WrittenBatch | None = None) -> None:
         """Once bronze is committed: the facts for the listener, the quality check started
-        on its own thread, then the after-bronze stages (here, or on the deferred thread
-        after the handoff)."""
+        on its own thread, then the after-bronze stages: here, or (with a pending marker
+        and rows from the held windows) the gauges here and the Delta signals on the
+        signals writer."""
         batch_id = facts.batch_id
         self.facts[batch_id] = facts
         for old in [b for b in list(self.facts) if b < batch_id - 16]:
             self.facts.pop(old, None)  # the listener pops them from its own thread
         if facts.bronze_rows and self.validator.due(batch_id):
             self.start_quality(quality_rows, batch_id)
-        if handoff is None:
+        if self.pending is None:
             self.after_bronze(rows, touched, facts, self.absorb(rows, batch_id, written))
             return
-        if touched is not None:
-            self.mark_pending(batch_id, *touched)
-        handoff.release(touched, facts)
+        absorb_timings = self.stages.timings
+        if held is None or touched is None:
+            # A recomputation from bronze (or nothing to signal): after every owed batch's
+            # signals, in order, here; it reseeds the held windows this thread absorbs into.
+            self.wait_deferred()
+            self.raise_if_signals_failed()
+            if touched is not None:
+                self.owe(Pending(self.app_id, batch_id, *touched))
+            self.after_bronze(rows, touched, facts, None)
+            self.settle([batch_id])
+            return
+        pending = Pending(self.app_id, batch_id, *touched)
+        self.owe(pending)
+        self.stages.page(held.to_pylist(), absorb_timings)
+        self.writer.submit(Owed(pending, held, rows, facts, absorb_timings))
+        if len(self.owed) > MAX_OWED_BATCHES:
+            self.wait_deferred()
+        if self.housekeeping_due(batch_id):  # never beside the writer's MERGEs
+            self.wait_deferred()
+            self.raise_if_signals_failed()
+            self.housekeeping(batch_id, absorb_timings)
+
+    def write_signals(self, group: list[Owed]) -> None:
+        """The signals writer's round: the Delta signals of a group of batches, in one
+        round of writes whose transaction id is the group's newest batch id."""
+        newest = group[-1].pending.batch_id
+        timings: dict[str, float] = {}
+        failpoints.hit("signals_deferred", ready=lambda: self.pending is not None
+                       and self.pending.spark_committed(newest))
+        for owed in group:
+            failpoints.poisoned(owed.samples)
+        together = owed_together([owed.pending for owed in group])
+        held = newest_rows([owed.held for owed in group], BROKER_KEYS)
+        self.stages.persist(together.clusters, together.spans, newest, held, held.to_pylist(),
+                            timings)
+        self.settle([owed.pending.batch_id for owed in group])
+        if len(group) > 1:
+            LOG.debug("batches %d-%d: signals written together", group[0].pending.batch_id,
+                      newest)
+        for owed in group[:-1]:
+            self.finished_batch(owed.facts, owed.timings)
+        self.finished_batch(group[-1].facts, {**group[-1].timings, **timings})
+
+    def signals_failed(self, group: list[Owed], err: BaseException) -> None:
+        """The writer stopped: the batches it owes stay in the marker; the note of a failure
+        names the marker's batch id and every owed batch's offsets, for recover()."""
+        with self.owed_lock:
+            self._deferred_error = err
+            newest = self.owed[-1].batch_id if self.owed else group[-1].pending.batch_id
+        if isinstance(err, Exception):  # recover() looks for poison records in bronze
+            self.failures.record(self.app_id, newest, poison.offset_ranges(
+                pa.concat_tables([owed.samples for owed in group], promote_options="default")),
+                err)
+        LOG.error("batch %d: signals failed after its bronze was committed; they are "
+                  "recomputed from bronze when the job starts again", newest, exc_info=err)
 
     def count_quarantined(self, rejects: pa.Table) -> None:
         """Count a batch's quarantined records by reason category (summary rows)."""
@@ -313,76 +401,85 @@ class BatchProcessor:
 
     def after_bronze(self, bronze: pa.Table, touched: tuple[list[str], list[Span]] | None,
                      facts: BatchStats, held: pa.Table | None) -> None:
-        """Everything a batch does once its bronze is committed; `held` is what absorb()
-        answered for it."""
+        """Everything a batch does once its bronze is committed, in this thread; `held` is
+        what absorb() answered for it."""
         batch_id = facts.batch_id
         timings = self.stages.timings
         failpoints.poisoned(bronze)
         if touched is not None:
             self.stages.signals_for(*touched, batch_id, held)
+        self.housekeeping(batch_id, timings)
+        self.finished_batch(facts, timings)
+
+    def housekeeping_due(self, batch_id: int) -> bool:
+        every = self.config.delta.compact_every_n_batches
+        return bool(every and batch_id % every == every - 1) or self.retention.due()
+
+    def housekeeping(self, batch_id: int, timings: dict[str, float]) -> None:
+        """Compaction and retention, when due: after the batch's signals, never ahead."""
         every = self.config.delta.compact_every_n_batches
         if every and batch_id % every == every - 1:
             with stopwatch(timings, "compact"):
                 compact(self.tables)
-        if self.retention.due():  # after paging and the merges: never ahead of them
+        if self.retention.due():
             with stopwatch(timings, "retention"):
                 self.retention.run(self.tables)
+
+    def finished_batch(self, facts: BatchStats, timings: dict[str, float]) -> None:
         self.stats = dataclasses.replace(facts, finished_at=time.time(), signal_timings=timings)
         self.finished.append(self.stats)
         # Spark has committed the batches before this one: the note of a failed one is
         # spent (its own replay, after a crash before Spark's commit, still culls it).
-        self.failures.clear_through(batch_id - 1)
-        LOG.debug("batch %d timings: %s", batch_id, ", ".join(
+        self.failures.clear_through(facts.batch_id - 1)
+        LOG.debug("batch %d timings: %s", facts.batch_id, ", ".join(
             f"{k} {v:.2f}s" for k, v in {**facts.timings, **timings}.items()))
 
-    def run_deferred(self, bronze: pa.Table, batch_id: int, handoff: Handoff,
-                     written: WrittenBatch | None = None) -> None:
-        held = self.absorb(bronze, batch_id, written)  # a failure in it means: recompute from bronze
-        try:
-            if not handoff.wait():
-                return  # the batch failed before its bronze was committed: nothing to do
-            failpoints.hit("signals_deferred", ready=lambda: self.pending is not None
-                           and self.pending.spark_committed(batch_id))
-            self.after_bronze(bronze, handoff.touched, handoff.facts, held)
-            self.clear_pending()
-        except BaseException as err:  # the next batch (or the job's watch loop) raises it
-            self.stages.open_windows.clear()
-            self.deferred_error = err
-            if isinstance(err, Exception):  # recover() looks for poison records in bronze
-                self.failures.record(self.app_id, batch_id, poison.offset_ranges(bronze), err)
-            LOG.exception("batch %d: signals failed after its bronze was committed; they are "
-                          "recomputed from bronze when the job starts again", batch_id)
-
     def wait_deferred(self) -> None:
-        """Wait for the running deferred steps, if any (their error stays recorded); safe
+        """Until the signals writer has written every batch it was given, or failed; safe
         from two threads at once (Job.stop and a late foreachBatch)."""
-        thread = self.deferred
-        if thread is not None:
-            thread.join()
+        self.writer.wait()
 
-    def finish_deferred(self) -> None:
-        """Wait for the previous batch's deferred steps; their failure fails this batch (the
-        marker stays, so the restarted job recomputes them)."""
-        self.wait_deferred()
+    def raise_if_signals_failed(self) -> None:
+        """An earlier batch's signals failed: this batch fails too (the marker stays, so
+        the restarted job recomputes them)."""
         if self.deferred_error is not None:
-            raise PreviousBatchFailed("the previous batch's signals failed (see the log above); its "
-                               "bronze is committed and its signals are recomputed from "
-                               "bronze when the job starts again") from self.deferred_error
+            raise PreviousBatchFailed(
+                "the previous batch's signals failed (see the log above); its bronze is "
+                "committed and its signals are recomputed from bronze when the job starts "
+                "again") from self.deferred_error
 
-    def mark_pending(self, batch_id: int, clusters: list[str], spans: list[Span]) -> None:
-        """Written before Spark can commit the batch: what to recompute if the job dies."""
+    def owe(self, pending: Pending) -> None:
+        """Written before Spark can commit the batch: what to recompute if the job dies.
+        Refused once the writer has failed, so that the marker's newest batch is the one
+        the failure's note names."""
         assert self.pending is not None
-        self.pending.write(Pending(self.app_id, batch_id, clusters, spans))
+        with self.owed_lock:
+            self.raise_if_signals_failed()
+            self.pending.write(owed_together([*self.owed, pending]))
+            self.owed.append(pending)
+
+    def settle(self, batch_ids: list[int]) -> None:
+        """These batches' signals are written: the marker names only the rest."""
+        if self.pending is None:
+            return
+        with self.owed_lock:
+            rest = [p for p in self.owed if p.batch_id not in batch_ids]
+            if rest:
+                self.pending.write(owed_together(rest))
+            elif self.owed or self.pending.exists():
+                self.pending.clear()
+            self.owed = rest
 
     def clear_pending(self) -> None:
-        """The marker is always the finishing batch's: the next one writes its own only
-        after joining this thread."""
-        if self.pending is not None:
-            self.pending.clear()
+        """Nothing is owed: recovered, or the marker was another job's."""
+        with self.owed_lock:
+            self.owed = []
+            if self.pending is not None:
+                self.pending.clear()
 
     def recover(self) -> int | None:
-        """Recompute the signals of a batch whose bronze was committed when the job died
-        before they were; returns its batch id, None when nothing was pending."""
+        """Recompute the signals of the batches whose bronze was committed when the job died
+        before they were; returns the newest one's id, None when nothing was pending."""
         owed = self.pending.read() if self.pending is not None else None
         if owed is None:
             return None

@@ -1,10 +1,11 @@
 """What survives the driver beside the checkpoint: the job's transaction id, and the
-marker of a batch whose bronze is committed but whose signals may not be.
+marker of the batches whose bronze is committed but whose signals may not be.
 
 Spark commits a batch once foreachBatch returns, which is when its bronze is in; the
-batch's signals run later on the signals thread. The marker names the clusters and
-windows that batch touched, so a job that died in between recomputes them from bronze
-when it starts again (docs/architecture.md, "Crash safety").
+batch's Delta signals are written later by the signals writer, which may fall a few
+batches behind. The marker names the clusters and windows those batches touched, so a
+job that died in between recomputes them from bronze when it starts again
+(docs/architecture.md, "Crash safety").
 """
 
 from __future__ import annotations
@@ -37,12 +38,29 @@ def checkpoint_app_id(checkpoint: str, storage_options: Mapping[str, str] | None
 
 @dataclass(frozen=True)
 class Pending:
-    """A batch whose signals are owed: by which job, and what it touched."""
+    """Batches whose signals are owed: by which job, the newest of them, and what they
+    touched."""
 
     app_id: str
     batch_id: int
     clusters: list[str]
     spans: list[Span]
+
+
+def owed_together(owed: list[Pending]) -> Pending:
+    """One marker for several owed batches: the newest batch id (every write of the
+    recomputation is a transaction of that id), every cluster, and the spans with the
+    overlapping ones joined (spans far apart stay apart, so a recomputation reads only
+    what was touched)."""
+    spans: list[list] = []
+    for lo, hi in sorted(span for pending in owed for span in pending.spans):
+        if spans and lo <= spans[-1][1]:
+            spans[-1][1] = max(spans[-1][1], hi)
+        else:
+            spans.append([lo, hi])
+    return Pending(owed[-1].app_id, max(p.batch_id for p in owed),
+                   sorted({c for pending in owed for c in pending.clusters}),
+                   [(lo, hi) for lo, hi in spans])
 
 
 class PendingMarker:

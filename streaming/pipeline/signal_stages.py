@@ -122,36 +122,49 @@ class SignalStages:
                     held: pa.Table | None = None) -> None:
         """Signals, headroom and incidents of the touched windows: `held` (the rows the held
         windows answered for the batch) or, without it, recomputed from bronze."""
-        cfg = self.config.signals
-        first, last = spans[0][0], spans[-1][1]
-        timings = self.timings
-        broker_rows, recomputed = held, None
-        if broker_rows is None:
+        recomputed = None
+        if held is None:
             recomputed = self.recompute(clusters, spans)
             if recomputed is None:
                 return
-            broker_rows = recomputed[-1]
+            held = recomputed[-1]
+        rows = held.to_pylist()  # paging, the views' check and headroom read dicts
+        self.page(rows, self.timings)
+        self.persist(clusters, spans, batch_id, held, rows, self.timings, recomputed)
+
+    def page(self, rows: list[dict], timings: dict[str, float]) -> None:
+        """Gauges and the direct push from a batch's broker signal rows, before any MERGE:
+        they must not wait for the Delta work. A crash before the batch's commit replays
+        it, which pushes the same alert again (same labels: Alertmanager deduplicates it).
+        The gauges go first: they decide which clusters are held, so may page."""
+        cfg = self.config.signals
         exporter = self.exporter
         push = self.config.alert_push
-        rows = broker_rows.to_pylist()  # paging, the views' check and headroom read dicts
         if exporter is not None:
             exporter.begin_batch()
-        if exporter is not None or push.urls():
-            # Paging first, even before the MERGE: gauges and the direct push must not wait
-            # for the rest of the batch. A crash before the commit replays the batch, which
-            # pushes the same alert again (same labels, so Alertmanager deduplicates it).
-            # The gauges go first: they decide which clusters are held, so may page.
-            with stopwatch(timings, "page"):
-                if exporter is not None:
-                    exporter.update_brokers(rows)
-                    exporter.update_staleness(
-                        cfg.stale_after_intervals * cfg.scrape_interval_seconds)
-                if push.urls():
-                    opened = opened_in_signals(rows, cfg.window_seconds + cfg.watermark_seconds)
-                    for incident in opened:
-                        incident["cause"] = self.cause_of(
-                            incident["cluster"], incident["kind"], incident["broker"])
-                    push_incidents(push, opened, self.may_page)
+        if exporter is None and not push.urls():
+            return
+        with stopwatch(timings, "page"):
+            if exporter is not None:
+                exporter.update_brokers(rows)
+                exporter.update_staleness(cfg.stale_after_intervals * cfg.scrape_interval_seconds)
+            if push.urls():
+                opened = opened_in_signals(rows, cfg.window_seconds + cfg.watermark_seconds)
+                for incident in opened:
+                    incident["cause"] = self.cause_of(
+                        incident["cluster"], incident["kind"], incident["broker"])
+                push_incidents(push, opened, self.may_page)
+
+    def persist(self, clusters: list[str], spans: list[Span], batch_id: int,
+                broker_rows: pa.Table, rows: list[dict], timings: dict[str, float],
+                recomputed: tuple[pa.Table, pa.Table, pa.Table, pa.Table] | None = None
+                ) -> None:
+        """The Delta side of paged broker rows (`rows` = `broker_rows` as dicts): their
+        MERGE, then cluster signals, headroom and incidents of the touched windows, and the
+        gauges that come from those. `batch_id` is the transaction id of every write."""
+        cfg = self.config.signals
+        exporter = self.exporter
+        first, last = spans[0][0], spans[-1][1]
         with stopwatch(timings, "broker_signals_merge"):
             self.tables["broker_signals"].upsert(broker_rows, batch_id)
         failpoints.hit("broker_signals_committed")

@@ -79,7 +79,7 @@ def stale_view(metrics: MetricsView, poll: CauseView, metrics_slack: timedelta,
 
 
 class ViewAgreement:
-    """Fed by the signals thread after each batch's cluster signals (`observe`); compares
+    """Fed by the signals writer after each batch's cluster signals (`observe`); compares
     every new poll of a cluster with the newest metrics window seen for it."""
 
     def __init__(self, board: CauseBoard, exporter: Exporter | None, metrics_slack: timedelta,

@@ -11,7 +11,7 @@ Each write is idempotent through Delta's own app transactions: an append carries
 `spark.databricks.delta.write.txnAppId`/`txnVersion` (DML takes no write options), and
 Delta itself skips a version already committed. Those settings belong to a session, so
 each table has a session of its own (`SparkSession.newSession`: same SparkContext, own SQL
-settings) and sets them only around its own MERGE: the signals thread and the Admin API
+settings) and sets them only around its own MERGE: the signals writer and the Admin API
 pollers merge into different tables at the same time. The committed version is read with
 Delta Kernel's public API (`Snapshot.getLatestTransactionVersion`), which delta-spark's
 Python API lacks.

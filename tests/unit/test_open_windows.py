@@ -21,7 +21,7 @@ import pytest
 from streaming.config import Config
 from streaming.decode.packing import pack
 from streaming.pipeline.batch import BatchProcessor
-from streaming.pipeline.recovery import PendingMarker
+from streaming.pipeline.recovery import Pending, PendingMarker
 from streaming.schemas import arrow_schema, decoded_arrow_schema
 from streaming.signals.broker import SIGNAL_METRICS
 from streaming.signals.incremental import chunk_parts
@@ -221,10 +221,11 @@ def test_an_increase_does_not_depend_on_how_samples_were_batched(tmp_path: Path)
 @pytest.mark.parametrize("replayed", [False, True], ids=["committed", "replayed"])
 def test_a_batch_whose_signals_were_pending_is_recomputed_on_restart(
         tmp_path: Path, replayed: bool) -> None:
-    """The job died after a batch's bronze commit, with its signals still on the deferred
-    thread: the restarted processor recomputes them from the marker. Spark either had
-    committed the batch (nothing follows: no later batch recomputes its windows) or replays
-    it, whose samples then count once, also in the windows held for the batches after it."""
+    """The job died with three batches' bronze committed and their signals still owed (the
+    signals writer had fallen behind): the restarted processor recomputes them from the
+    marker, which names all three. Spark either had committed the newest (nothing follows:
+    no later batch recomputes its windows) or replays it, whose samples then count once,
+    also in the windows held for the batches after it."""
     died_at = 10
     sequence = batches()[:died_at + (8 if replayed else 1)]
 
@@ -244,10 +245,13 @@ def test_a_batch_whose_signals_were_pending_is_recomputed_on_restart(
     marker.parent.mkdir()
     first = processor(tmp_path / "crashed", True)
     first.pending = PendingMarker(marker)
-    for batch_id in range(died_at):
+    owed = range(died_at - 2, died_at + 1)
+    for batch_id in range(owed[0]):
         feed(first, batch_id)
-    first.tables["bronze"].append(bronzes[died_at], died_at)
-    first.mark_pending(died_at, *first.stages.touched(bronzes[died_at]))
+    for batch_id in owed:
+        first.tables["bronze"].append(bronzes[batch_id], batch_id)
+        first.owe(Pending(first.app_id, batch_id, *first.stages.touched(bronzes[batch_id])))
+    assert PendingMarker(marker).read().batch_id == died_at
 
     again = processor(tmp_path / "crashed", True)
     again.pending = PendingMarker(marker)
@@ -274,7 +278,7 @@ class PackedBatch:
 
 
 @pytest.mark.parametrize("fails", ["bronze_append", "pending_marker"])
-def test_a_batch_that_fails_before_its_handoff_writes_no_signal_and_replays_exactly(
+def test_a_batch_that_fails_before_its_gauges_writes_no_signal_and_replays_exactly(
         tmp_path: Path, fails: str) -> None:
     """With deferred signals the held windows absorb a batch on their thread while bronze is
     written. The batch fails once the thread has absorbed it: in the bronze append (nothing
@@ -291,13 +295,16 @@ def test_a_batch_that_fails_before_its_handoff_writes_no_signal_and_replays_exac
     for name, proc in (("reference", reference), ("failing", failing)):
         proc.pending = PendingMarker(tmp_path / "checkpoint" / f"{name}.json")
     fail_at, failed = 9, []
-    # bronze's append(data, batch_id) or the processor's mark_pending(batch_id, ...)
-    owner, method, id_at = ((failing.tables["bronze"], "append", 1) if fails == "bronze_append"
-                            else (failing, "mark_pending", 0))
+    # bronze's append(data, batch_id) or the processor's owe(Pending(batch_id, ...))
+    owner, method = ((failing.tables["bronze"], "append") if fails == "bronze_append"
+                     else (failing, "owe"))
     original = getattr(owner, method)
 
+    def batch_of(args: tuple) -> int:
+        return args[1] if fails == "bronze_append" else args[0].batch_id
+
     def fail_once(*args: object) -> object:
-        if args[id_at] == fail_at and not failed:
+        if batch_of(args) == fail_at and not failed:
             wait_for(lambda: failing.stages.open_windows.last_batch == fail_at
                      and "broker_signals" in failing.stages.timings, 30,
                      "the held windows absorbing the batch on their thread", every=0.01)
@@ -323,3 +330,58 @@ def test_a_batch_that_fails_before_its_handoff_writes_no_signal_and_replays_exac
         assert proc.deferred_error is None and not proc.pending.exists()
     assert len(failed) == 1
     assert_same_tables(tmp_path / "failing", tmp_path / "reference", names=DERIVED)
+
+
+class HeldBackWriter:
+    """The signals writer's interface, written by the test: batches wait until flush(), so
+    that they reach the Delta tables in the groups a writer that fell behind forms."""
+
+    def __init__(self, write) -> None:  # noqa: ANN001
+        self.write, self.queue, self.groups = write, [], []
+
+    def submit(self, owed) -> None:  # noqa: ANN001
+        self.queue.append(owed)
+
+    def wait(self) -> None:  # a recomputation or housekeeping waits for everything owed
+        self.flush()
+
+    def flush(self) -> None:
+        group, self.queue = self.queue, []
+        if group:
+            self.groups.append([owed.pending.batch_id for owed in group])
+            self.write(group)
+
+    def reset(self) -> None:
+        self.queue.clear()
+
+
+def test_batches_written_in_groups_equal_batches_written_one_by_one(tmp_path: Path) -> None:
+    """A signals writer that fell behind writes the batches queued since its last round as
+    one group (the newest row of each window wins, one transaction id). The tables end
+    equal to a processor that writes each batch's signals before the next; while batches
+    wait, the pending marker names every one of them."""
+    sequence = batches()
+    offsets = [sum(len(rows) for rows in sequence[:i]) for i in range(len(sequence))]
+    carried = [PackedBatch(as_bronze(rows, offset))
+               for rows, offset in zip(sequence, offsets, strict=True)]
+    reference, behind = processor(tmp_path / "reference", True), processor(tmp_path / "behind",
+                                                                         True)
+    (tmp_path / "checkpoint").mkdir()
+    behind.pending = PendingMarker(tmp_path / "checkpoint" / "pending.json")
+    behind.writer = writer = HeldBackWriter(behind.write_signals)
+    rng = random.Random(3)
+    for batch_id, batch in enumerate(carried):
+        reference(batch, batch_id)
+        behind(batch, batch_id)
+        if writer.queue:
+            owed = behind.pending.read()
+            assert owed.batch_id == batch_id
+            assert set(owed.clusters) == {c for o in writer.queue for c in o.pending.clusters}
+            assert all(any(lo <= s_lo and s_hi <= hi for lo, hi in owed.spans)
+                       for o in writer.queue for s_lo, s_hi in o.pending.spans)
+        if rng.random() < 0.3:
+            writer.flush()
+    writer.flush()
+    assert not behind.pending.exists()
+    assert max(len(group) for group in writer.groups) >= 3, writer.groups
+    assert_same_tables(tmp_path / "behind", tmp_path / "reference", names=DERIVED)

@@ -1,0 +1,81 @@
+"""The signals writer's thread: batches in order, grouped when it falls behind, and nothing
+more after a failure (streaming/pipeline/signals_writer.py)."""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime
+
+import pyarrow as pa
+import pytest
+
+from streaming.pipeline.recovery import Pending
+from streaming.pipeline.signals_writer import Owed, SignalsWriter, newest_rows
+from streaming.pipeline.stats import BatchStats
+from tests.conftest import wait_for
+
+AT = datetime(2026, 3, 1, tzinfo=UTC)
+
+
+def owed(batch_id: int) -> Owed:
+    empty = pa.table({"x": pa.array([], pa.int64())})
+    return Owed(Pending("app", batch_id, ["c"], [(AT, AT)]), empty, empty,
+                BatchStats(batch_id=batch_id))
+
+
+def test_batches_queued_while_it_writes_are_written_next_as_one_group() -> None:
+    release, groups = threading.Event(), []
+
+    def write(group: list[Owed]) -> None:
+        groups.append([o.pending.batch_id for o in group])
+        assert release.wait(30)
+
+    writer = SignalsWriter(write, lambda group, err: None)
+    writer.submit(owed(0))
+    wait_for(lambda: groups == [[0]], 10, "the first round")
+    for batch_id in (1, 2, 3):
+        writer.submit(owed(batch_id))
+    release.set()
+    writer.wait()
+    assert groups == [[0], [1, 2, 3]]
+
+
+def test_a_failed_round_hands_over_every_owed_batch_and_writes_nothing_more() -> None:
+    release, written, failures = threading.Event(), [], []
+
+    def write(group: list[Owed]) -> None:
+        written.append([o.pending.batch_id for o in group])
+        assert release.wait(30)
+        if group[0].pending.batch_id == 0:
+            raise OSError("No space left on device")
+
+    writer = SignalsWriter(write, lambda group, err: failures.append(
+        ([o.pending.batch_id for o in group], str(err))))
+    writer.submit(owed(0))
+    wait_for(lambda: written == [[0]], 10, "the first round")
+    writer.submit(owed(1))
+    release.set()
+    writer.wait()
+    assert failures == [([0, 1], "No space left on device")]
+    writer.submit(owed(2))
+    writer.wait()
+    assert written == [[0]]
+    writer.reset()  # recovered from the marker: the writer takes batches again
+    writer.submit(owed(3))
+    writer.wait()
+    assert written == [[0], [3]]
+
+
+@pytest.mark.parametrize("tables", [1, 3])
+def test_newest_rows_keep_the_last_batch_row_of_each_key(tables: int) -> None:
+    parts = [pa.table({"cluster": ["a", "a", "b"], "window_start": [1, 2, 1],
+                       "value": [10 * i + 1, 10 * i + 2, 10 * i + 3]}) for i in range(tables)]
+    parts.append(pa.table({"cluster": ["c"], "window_start": [1], "value": [99]}))
+    got = newest_rows(parts, ("cluster", "window_start")).sort_by(
+        [("cluster", "ascending"), ("window_start", "ascending")])
+    last = 10 * (tables - 1)
+    assert got.to_pylist() == [
+        {"cluster": "a", "window_start": 1, "value": last + 1},
+        {"cluster": "a", "window_start": 2, "value": last + 2},
+        {"cluster": "b", "window_start": 1, "value": last + 3},
+        {"cluster": "c", "window_start": 1, "value": 99}]
