@@ -78,7 +78,7 @@ class TopicConfig:
 class SparkConfig:
     master: str | None = "local[2]"
     app_name: str = "kafka-health"
-    trigger_seconds: float = 1.0
+    trigger_seconds: float = 0.5
     checkpoint: str = "data/checkpoint"
     shuffle_partitions: int = 2
     conf: dict[str, str] = field(default_factory=dict)
@@ -266,6 +266,12 @@ class DeltaConfig:
     # read tasks with delta-rs, the driver with delta-spark.
     bronze_writers: str | None = None
     compact_every_n_batches: int = 200
+    # The signals writer starts a round of Delta writes (broker_signals, cluster_signals,
+    # partition_headroom, incidents) at most this often; batches that arrive meanwhile are
+    # written together in the next round. A round costs about as much for one batch as for
+    # several, so on a short trigger this frees CPU for the read; gauges and pages never
+    # wait for it. 0: a round as soon as a batch is handed over.
+    signals_every_seconds: float = 2.0
     # Days each table keeps (bronze by its date partition, quarantine by ingest_ts,
     # dq_results by evaluated_at); a table left out or null keeps everything.
     retention_days: dict[str, float | None] = field(default_factory=lambda: {
@@ -291,6 +297,9 @@ class DeltaConfig:
             if days is not None and not days > 0:
                 raise ConfigError(f"{path}.retention_days.{table}: must be > 0 days or null "
                                   "(keep everything)")
+        if not self.signals_every_seconds >= 0:
+            raise ConfigError(f"{path}.signals_every_seconds must be >= 0 (0: a round of "
+                              "signal writes as soon as a batch is handed over)")
         if not self.retention_every_seconds > 0 or self.vacuum_retain_hours < 0:
             raise ConfigError(f"{path}.retention_every_seconds must be > 0 and "
                               f"{path}.vacuum_retain_hours >= 0")

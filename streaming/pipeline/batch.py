@@ -86,7 +86,8 @@ class BatchProcessor:
         # The held windows absorb a batch on this thread while its bronze is committed
         # (delta-rs leaves the GIL while it encodes and writes).
         self.absorber = ThreadPoolExecutor(1, thread_name_prefix="kafka-health-absorb")
-        self.writer = SignalsWriter(self.write_signals, self.signals_failed)
+        self.writer = SignalsWriter(self.write_signals, self.signals_failed,
+                                    config.delta.signals_every_seconds)
         self.owed: list[Pending] = []  # what the pending marker names, oldest first
         self.owed_lock = threading.Lock()  # the marker's writes, from either thread
         self._deferred_error: BaseException | None = None

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -49,16 +50,21 @@ def newest_rows(tables: list[pa.Table], keys: tuple[str, ...]) -> pa.Table:
 
 
 class SignalsWriter:
-    """Runs `write(group)` on its own thread for groups of submitted batches, in order.
+    """Runs `write(group)` on its own thread for groups of submitted batches, in order, a
+    round at most every `every` seconds (sooner while someone waits for it).
 
     When `write` raises, `failed(owed, error)` gets the group and every batch queued
     behind it, and the writer writes nothing more: those batches stay owed until the job
     recovers them from bronze (BatchProcessor.recover)."""
 
     def __init__(self, write: Callable[[list[Owed]], None],
-                 failed: Callable[[list[Owed], BaseException], None]) -> None:
+                 failed: Callable[[list[Owed], BaseException], None], every: float = 0.0
+                 ) -> None:
         self._write = write
         self._failed = failed
+        self._every = every
+        self._next_round = 0.0  # time.monotonic() of the earliest next round
+        self._waiters = 0
         self._queue: list[Owed] = []
         self._busy = False
         self._stopped = False
@@ -77,8 +83,13 @@ class SignalsWriter:
     def wait(self) -> None:
         """Until every submitted batch is written, or the writer has failed."""
         with self._changed:
-            while self._busy or (self._queue and not self._stopped):
-                self._changed.wait()
+            self._waiters += 1
+            self._changed.notify_all()
+            try:
+                while self._busy or (self._queue and not self._stopped):
+                    self._changed.wait()
+            finally:
+                self._waiters -= 1
 
     def reset(self) -> None:
         """Forget a failure and whatever it left queued (recovered from the marker)."""
@@ -90,10 +101,14 @@ class SignalsWriter:
     def _run(self) -> None:
         while True:
             with self._changed:
-                while not self._queue or self._stopped:
-                    self._changed.wait()
+                while True:
+                    early = self._next_round - time.monotonic()
+                    if self._queue and not self._stopped and (early <= 0 or self._waiters):
+                        break
+                    self._changed.wait(early if self._queue and early > 0 else None)
                 group, self._queue = self._queue, []
                 self._busy = True
+                self._next_round = time.monotonic() + self._every
             try:
                 self._write(group)
             except BaseException as err:  # the next batch (or the job's watch loop) raises it

@@ -4,7 +4,7 @@ A producer thread writes single-sample Jolokia messages (the worst case, ~170 by
 6-broker model at a steady `--rate` samples/s with event time = wall time, to the
 embedded broker. The job runs as `kafka-health run` in its own process (local[2], as
 shipped). Every `--marker-every` seconds (plus up to 1 s of jitter, so that markers fall
-at every phase of the job's 1 s trigger) broker 1's UnderMinIsrPartitionCount takes a new
+at every phase of the job's trigger) broker 1's UnderMinIsrPartitionCount takes a new
 value k; the latency of k is from the first produce() of k to the first scrape of the
 job's /metrics showing `kafka_health_under_min_isr_partitions{broker="1"} == k` (polled
 every 50 ms). RSS of the job's whole process tree (driver JVM, Python driver, Python
@@ -14,7 +14,7 @@ workers) is sampled every second.
     .venv/bin/python tests/benchmarks/bench_steady.py --rate 100000 --seconds 180  # (4)
 Writes tests/benchmarks/results/steady-<rate>.json; prints the figures last. With
 `--trigger-seconds T` the job runs with spark.trigger_seconds T (the shipped default is
-1 s, and a sample waits for the next trigger: up to that long before its batch starts),
+0.5 s, and a sample waits for the next trigger: up to that long before its batch starts),
 into steady-<rate>-trigger<T>.json. `--writers driver` sets delta.bronze_writers, into
 steady-<rate>-driver.json.
 """
@@ -45,6 +45,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from streaming.catalog import load_catalog  # noqa: E402
+from streaming.config import SparkConfig  # noqa: E402
 from streaming.simulate.formats import _object_name  # noqa: E402
 from streaming.simulate.model import ClusterModel  # noqa: E402
 from streaming.simulate.samples import broker_samples  # noqa: E402
@@ -129,7 +130,7 @@ def main() -> int:
     parser.add_argument("--warmup", type=float, default=30, help="seconds before measuring")
     parser.add_argument("--marker-every", type=float, default=5.0)
     parser.add_argument("--trigger-seconds", type=float, default=None,
-                        help="spark.trigger_seconds of the job (default: the shipped 1 s)")
+                        help="spark.trigger_seconds of the job (default: the shipped one)")
     parser.add_argument("--writers", choices=("driver", "read_tasks"), default=None,
                         help="delta.bronze_writers of the job (default: the shipped one)")
     parser.add_argument("--verbose", action="store_true",
@@ -197,7 +198,7 @@ def main() -> int:
     result: dict[str, Any] = {
         "benchmark": "steady", "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores",
-        "trigger_seconds": args.trigger_seconds or 1.0,
+        "trigger_seconds": args.trigger_seconds or SparkConfig().trigger_seconds,
         "bronze_writers": args.writers or "the default (read_tasks)",
         "offered_samples_per_s": args.rate, "achieved_samples_per_s": round(achieved),
         "message": "single-sample Jolokia read response, ~170 bytes, event time = now",

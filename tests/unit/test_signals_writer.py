@@ -79,3 +79,17 @@ def test_newest_rows_keep_the_last_batch_row_of_each_key(tables: int) -> None:
         {"cluster": "a", "window_start": 2, "value": last + 2},
         {"cluster": "b", "window_start": 1, "value": last + 3},
         {"cluster": "c", "window_start": 1, "value": 99}]
+
+
+def test_rounds_are_paced_but_a_waiter_gets_one_at_once() -> None:
+    """With `every`, batches handed over within it wait for the next round together; a
+    batch or a stop that waits for the writer starts that round at once."""
+    groups: list[list[int]] = []
+    writer = SignalsWriter(lambda group: groups.append([o.pending.batch_id for o in group]),
+                           lambda group, err: None, every=600.0)
+    writer.submit(owed(0))
+    wait_for(lambda: groups == [[0]], 10, "the first round")
+    writer.submit(owed(1))
+    writer.submit(owed(2))
+    writer.wait()  # 600 s early
+    assert groups == [[0], [1, 2]]
