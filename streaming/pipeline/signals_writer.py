@@ -12,7 +12,6 @@ batches it owes are named in the pending marker until they are written.
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections.abc import Callable
@@ -23,8 +22,6 @@ import pyarrow as pa
 
 from streaming.pipeline.recovery import Pending
 from streaming.pipeline.stats import BatchStats
-
-LOG = logging.getLogger("kafka_health.batch")
 
 
 @dataclass
