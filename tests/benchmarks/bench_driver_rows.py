@@ -15,6 +15,13 @@ batches: about a hundred windows each). Pure Python, no Spark, no broker.
 
     .venv/bin/python tests/benchmarks/bench_driver_rows.py [--samples 400000]
 Writes tests/benchmarks/results/driver-rows.json.
+
+    .venv/bin/python tests/benchmarks/bench_driver_rows.py --fleet 300 40000 --samples 1000000
+does the same over a fleet of 300 brokers and 40,000 partitions (400 replicas a broker),
+timing the held-window step in batches of 5k, 50k and 250k samples, which at this fleet's
+size are all live batches (a scrape round is 129k samples, one or two windows a batch):
+the driver's cost a sample at the scale-out issue's size, without the catch-up's hundred
+windows a batch. Writes tests/benchmarks/results/driver-rows-fleet.json.
 """
 
 from __future__ import annotations
@@ -42,10 +49,12 @@ from streaming.decode.records import DecodeContext, decode_record_batch  # noqa:
 from streaming.signals.broker import SAMPLE_COLUMNS, prepared, signal_partials  # noqa: E402
 from streaming.signals.incremental import OpenWindows, chunk_parts  # noqa: E402
 from streaming.signals.spans import touched_spans  # noqa: E402
+from streaming.simulate.model import ClusterModel  # noqa: E402
 from tests.benchmarks.bench_decode import T0, batches  # noqa: E402
 from tests.benchmarks.bench_pipeline import single_sample_messages  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "driver-rows.json"
+FLEET_RESULTS = RESULTS.with_name("driver-rows-fleet.json")
 # the fleet stream's event time starts an hour before bench_decode's ingestion time
 CONTEXT = DecodeContext(max_skew_seconds=86_400)
 
@@ -111,9 +120,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=400_000,
                         help="single-sample messages of the fleet stream")
+    parser.add_argument("--fleet", type=int, nargs=2, metavar=("BROKERS", "PARTITIONS"),
+                        help="a fleet of this many brokers and partitions (replication "
+                             "factor 3) instead of bench_pipeline's 6 brokers")
     args = parser.parse_args()
     catalog = load_catalog()
-    records = batches(single_sample_messages(args.samples, T0 - 1800))
+    model = None if args.fleet is None else ClusterModel(
+        "fleet", list(range(1, args.fleet[0] + 1)), {"orders": args.fleet[1]})
+    records = batches(single_sample_messages(args.samples, T0 - 1800, model))
     decoded = [pa.Table.from_batches([decode_record_batch(b, CONTEXT, catalog)])
                for b in records]
     signals = SignalsConfig()
@@ -123,19 +137,23 @@ def main() -> None:
         chunks = [pa.concat_tables(decoded[i:i + per]) for i in range(0, len(decoded), per)]
         by_chunk[str(size)] = reduce_chunks(chunks, signals)
     everything = pa.concat_tables(decoded)
+    sizes = (5_000, 250_000) if model is None else (5_000, 50_000, 250_000)
     held = {str(rows): held_window_step(everything, signals, rows)
-            for rows in (5_000, 250_000) if rows < everything.num_rows}
+            for rows in sizes if rows < everything.num_rows}
     result = {
         "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "python": platform.python_version(), "machine": platform.machine(),
         "samples": args.samples, "window_seconds": signals.window_seconds,
         "stream": "bench_pipeline's single-sample Jolokia fleet stream (6 brokers, 15 s "
-                  "scrape rounds)",
+                  "scrape rounds)" if model is None else
+                  f"single-sample Jolokia stream of {args.fleet[0]} brokers and "
+                  f"{args.fleet[1]} partitions (replication factor 3), 15 s scrape rounds",
         "by_chunk_rows": by_chunk,
         "held_window_step_by_batch_rows": held,
     }
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=2))
+    out = RESULTS if model is None else FLEET_RESULTS
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2))
     for size, figures in by_chunk.items():
         print(f"chunks of {int(size):,} samples: {figures['to_driver_per_100_samples']} rows "
               f"reach the driver per 100 samples {figures['per_100_samples']}; the task's "

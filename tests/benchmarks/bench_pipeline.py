@@ -24,6 +24,14 @@ tests/benchmarks/results/pipeline-writers.json: samples/s, ratio to raw, the dri
 CPU per sample (its Python plus the JVM, which on local[2] also hosts the executors'
 task threads; the read tasks' Python workers are counted apart), and whether the first
 round's tables (bronze, quarantine and every derived table) are equal between the modes.
+
+    .venv/bin/python tests/benchmarks/bench_pipeline.py --caps 100000 250000 1000000 \
+        --messages 5000000
+runs (2) once per cap (records a batch), alternating RUNS times, in one Spark session, into
+tests/benchmarks/results/pipeline-caps.json: samples/s and the driver's CPU (its Python
+plus the JVM) per sample and per batch at each cap, and a least-squares split of the
+driver's CPU into a cost per batch and a cost per sample over all runs, from which the
+driver's own limit follows for any batch size: cap / (per batch + cap x per sample).
 """
 
 from __future__ import annotations
@@ -60,13 +68,21 @@ from tests.benchmarks.proctree import cpu_by_role, tree_cpu_seconds  # noqa: E40
 RESULTS = Path(__file__).resolve().parent / "results" / "pipeline.json"
 ENGINE_RESULTS = RESULTS.with_name("pipeline-engines.json")
 WRITER_RESULTS = RESULTS.with_name("pipeline-writers.json")
+CAP_RESULTS = RESULTS.with_name("pipeline-caps.json")
 PARTITIONS = 3
 
 
-def single_sample_stream(count: int, start: float) -> Iterator[tuple[bytes, bytes]]:
-    """Scrapes of a 6-broker model, one sample per message, event time advancing 15 s a round.
-    Made as they are produced: held in a list, 5 M of them would take ~25 GB."""
-    model = ClusterModel("bench", [1, 2, 3, 4, 5, 6], {"orders": 120, "payments": 60})
+def bench_model() -> ClusterModel:
+    """The benchmarks' fleet: 6 brokers, 180 partitions (90 replicas a broker)."""
+    return ClusterModel("bench", [1, 2, 3, 4, 5, 6], {"orders": 120, "payments": 60})
+
+
+def single_sample_stream(count: int, start: float, model: ClusterModel | None = None
+                         ) -> Iterator[tuple[bytes, bytes]]:
+    """Scrapes of `model` (bench_model's by default), one sample per message, event time
+    advancing 15 s a round. Made as they are produced: held in a list, 5 M of them would
+    take ~25 GB."""
+    model = model or bench_model()
     ts, made = start, 0
     while True:
         for broker in model.brokers:
@@ -78,8 +94,9 @@ def single_sample_stream(count: int, start: float) -> Iterator[tuple[bytes, byte
         ts += 15.0
 
 
-def single_sample_messages(count: int, start: float) -> list[tuple[bytes, bytes]]:
-    return list(single_sample_stream(count, start))
+def single_sample_messages(count: int, start: float, model: ClusterModel | None = None
+                           ) -> list[tuple[bytes, bytes]]:
+    return list(single_sample_stream(count, start, model))
 
 
 def prefill(bootstrap: str, topic: str, messages: Iterable[tuple[bytes, bytes]],
@@ -321,14 +338,22 @@ def main() -> None:
                         help="instead of the default job: the job with bronze written by the "
                              "driver and by the read tasks, alternating, in one session; "
                              "writes results/pipeline-writers.json")
+    parser.add_argument("--caps", type=int, nargs="+", metavar="CAP",
+                        help="instead of the default job: the job once per cap (records a "
+                             "batch), alternating, in one session, and the driver's CPU split "
+                             "into a cost per batch and per sample; writes "
+                             "results/pipeline-caps.json")
     parser.add_argument("--rounds", type=int, default=2,
-                        help="with --writers: runs of each writer mode, alternating")
+                        help="with --writers or --caps: runs of each variant, alternating")
     args = parser.parse_args()
     if args.engines:
         compare_engines(args)
         return
     if args.writers:
         compare_writers(args)
+        return
+    if args.caps:
+        compare_caps(args)
         return
     start = time.time() - 3600
     with metrics_cluster() as broker:
@@ -436,6 +461,64 @@ def compare_writers(args: argparse.Namespace) -> None:
     print(f"tables of the first round, read tasks writing against the driver writing: "
           f"{'equal' if tables['equal'] else 'DIFFERENT: ' + tables['difference']} "
           f"({', '.join(f'{k} {v:,}' for k, v in tables['rows'].items())} rows)")
+
+
+def driver_cost_split(runs: list[dict[str, Any]]) -> dict[str, float]:
+    """Least squares of the driver's CPU seconds over the runs against (batches, samples):
+    its cost per batch (Spark's streaming machinery, the per-window stages, the Delta
+    commits) and per sample (the rows the read tasks send: counter samples, segment
+    partials), and the driver's limit at each cap that follows from them."""
+    import numpy as np
+
+    timed = np.array([[r["batches"] - 1, r["records_after_first_batch"]] for r in runs], float)
+    seconds = np.array([driver_cpu(r) * r["records_after_first_batch"] / 1e6 for r in runs])
+    (per_batch, per_sample), *_ = np.linalg.lstsq(timed, seconds, rcond=None)
+    predicted = timed @ np.array([per_batch, per_sample])
+    return {"per_batch_seconds": float(per_batch), "per_sample_us": float(per_sample * 1e6),
+            "max_relative_residual": float(np.max(np.abs(predicted - seconds) / seconds))}
+
+
+def compare_caps(args: argparse.Namespace) -> None:
+    from streaming.config import load_config
+    from streaming.runtime.spark_session import build_spark
+
+    start = time.time() - 3600
+    runs: list[dict[str, Any]] = []
+    with metrics_cluster() as broker:
+        topic = "bench-metrics"
+        create_topic(broker.bootstrap, topic, partitions=PARTITIONS)
+        size = prefill(broker.bootstrap, topic, single_sample_stream(args.messages, start))
+        raw = raw_limit(broker.bootstrap, topic, args.messages)
+        spark = build_spark(load_config(None, environ={
+            "KAFKA_HEALTH__SOURCE__BOOTSTRAP_SERVERS": broker.bootstrap}))
+        try:
+            for _ in range(args.rounds):
+                for cap in args.caps:
+                    job = full_job(broker.bootstrap, topic, args.messages, cap,
+                                   trigger_seconds=args.trigger_seconds, spark=spark)
+                    timed = job["batches"] - 1
+                    driver_seconds = driver_cpu(job) * job["records_after_first_batch"] / 1e6
+                    runs.append({"cap": cap, **job,
+                                 "driver_cpu_us_per_sample": round(driver_cpu(job), 2),
+                                 "driver_cpu_seconds_per_batch": driver_seconds / timed})
+                    print(f"  cap {cap:>9,} {job['samples_per_s']:>9,.0f} samples/s "
+                          f"({job['samples_per_s'] / raw['samples_per_s']:.0%} of raw), "
+                          f"driver {driver_cpu(job):.2f} CPU us a sample, "
+                          f"{driver_seconds / timed:.3f} s a batch", flush=True)
+        finally:
+            spark.stop()
+    split = driver_cost_split(runs)
+    limits = {str(cap): cap / (split["per_batch_seconds"] + cap * split["per_sample_us"] / 1e6)
+              for cap in args.caps}
+    result = {"messages": args.messages, "message_bytes_avg": size, "raw": raw,
+              "driver_cost": split, "driver_limit_samples_per_s": limits, "runs": runs}
+    CAP_RESULTS.write_text(json.dumps(result, indent=2))
+    print(f"{args.messages} single-sample Jolokia messages, {size:.0f} B each; raw "
+          f"consume+decode {raw['samples_per_s']:,.0f} samples/s")
+    print(f"driver CPU = {split['per_batch_seconds']:.3f} s a batch + "
+          f"{split['per_sample_us']:.2f} us a sample (largest residual "
+          f"{split['max_relative_residual']:.0%}); the driver's limit by cap: "
+          + ", ".join(f"{int(c):,}: {v:,.0f} samples/s" for c, v in limits.items()))
 
 
 def same_tables(got: Path, want: Path) -> dict[str, Any]:
