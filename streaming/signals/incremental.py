@@ -45,6 +45,7 @@ from streaming.signals.broker import (
     signal_partials,
     window_starts,
 )
+from streaming.signals.segment_store import SegmentStore
 
 Key = tuple[str, str, int]  # cluster, broker, window start (µs)
 LAST_COLUMNS = {f"{name}{part}" for name in LAST_SIGNALS for part in ("", "__ts", "__offset")}
@@ -122,8 +123,7 @@ class OpenWindows:
 
     def clear(self) -> None:
         self.partials: dict[Key, dict[str, Any]] = {}
-        # per key, each partition replica's newest NumLogSegments: (value, ts µs, offset)
-        self.segments: dict[Key, dict[str, tuple[float, int, int]]] = {}
+        self.segments = SegmentStore()  # each partition replica's newest NumLogSegments
         self.held: set[tuple[str, int]] = set()  # (cluster, window): every sample is in
         self.newest: dict[str, int] = {}  # cluster -> newest window holding samples
         self.counters: pa.Table | None = None  # newest sample of each counter series
@@ -261,21 +261,7 @@ class OpenWindows:
             key = (row["cluster"], row["broker"], _micros(row["window_start"]))
             held = self.partials.get(key)
             self.partials[key] = row if held is None else combine(held, row)
-        # column by column: a segments table holds a row per partition replica and window,
-        # and a dict per row (with its timestamps as datetimes) cost ~15 µs a row
-        columns = [segments[name].to_pylist() for name in (
-            "cluster", "broker", "labels_key", "value", "ts_us", "source_offset")]
-        windows = pc.cast(segments["window_start"], pa.int64()).to_pylist()
-        stores: dict[Key, dict[str, tuple[float, int, int]]] = {}
-        for cluster, broker, labels, value, ts, offset, window in zip(
-                *columns, windows, strict=True):
-            key = (cluster, broker, window)
-            replicas = stores.get(key)
-            if replicas is None:
-                replicas = stores[key] = self.segments.setdefault(key, {})
-            newest = replicas.get(labels)
-            if newest is None or (ts, offset) >= newest[1:]:
-                replicas[labels] = (value, ts, offset)
+        self.segments.absorb(segments)
 
     def _remember_counters(self, counters: pa.Table) -> None:
         assert self.counters is not None
@@ -286,9 +272,9 @@ class OpenWindows:
     def _evict(self) -> None:
         horizon = {cluster: newest - self.keep for cluster, newest in self.newest.items()}
         self.held = {(c, w) for c, w in self.held if w >= horizon[c]}
-        for store in (self.partials, self.segments):
-            for key in [k for k in store if k[2] < horizon[k[0]]]:
-                del store[key]
+        for key in [k for k in self.partials if k[2] < horizon[k[0]]]:
+            del self.partials[key]
+        self.segments.evict(horizon)
         if self.counters is not None and self.counters.num_rows:
             floor = min(horizon.values()) - self.lookback
             self.counters = self.counters.filter(
@@ -302,13 +288,14 @@ class OpenWindows:
         partials = pa.Table.from_pylist([self.partials[k] for k in ordered], schema=self.schema)
         # finalize() sums the replicas' newest values per key: a held key's sum goes as one
         # row (its replicas are the window's whole fleet, re-sent on every batch otherwise)
-        summed = [k for k in ordered if self.segments.get(k)]
+        summed = self.segments.totals(ordered)
         segments = pa.table({
-            "cluster": [k[0] for k in summed], "broker": [k[1] for k in summed],
-            "window_start": pa.array([k[2] for k in summed], pa.int64()).cast(
+            "cluster": pa.array([k[0] for k, _ in summed], pa.string()),
+            "broker": pa.array([k[1] for k, _ in summed], pa.string()),
+            "window_start": pa.array([k[2] for k, _ in summed], pa.int64()).cast(
                 SEGMENT_SCHEMA.field("window_start").type),
             "labels_key": [""] * len(summed),
-            "value": [sum(mark[0] for mark in self.segments[k].values()) for k in summed],
+            "value": pa.array([total for _, total in summed], pa.float64()),
             "ts_us": pa.array([0] * len(summed), pa.int64()),
             "source_offset": pa.array([0] * len(summed), pa.int64())}).cast(SEGMENT_SCHEMA)
         if own is not None and own_segments is not None:
@@ -352,9 +339,9 @@ class OpenWindows:
     def _forget(self, cluster: str) -> None:
         self.held = {(c, w) for c, w in self.held if c != cluster}
         self.newest.pop(cluster, None)
-        for store in (self.partials, self.segments):
-            for key in [k for k in store if k[0] == cluster]:
-                del store[key]
+        for key in [k for k in self.partials if k[0] == cluster]:
+            del self.partials[key]
+        self.segments.forget(cluster)
         if self.counters is not None:
             self.counters = self.counters.filter(pc.not_equal(self.counters["cluster"], cluster))
 
