@@ -206,6 +206,29 @@ class _Pairs:
     row: np.ndarray
 
 
+_Answer = tuple[str | None, str, str, list[tuple[str, str]], tuple[tuple[str, str], ...], bool]
+# distinct (MBean, attribute) answers kept per (stripped labels, limits): a fleet's
+# per-partition MBeans are tens of thousands of names, each back every scrape
+PAIR_CACHE_SIZE = 200_000
+
+
+def _answer(catalog: Catalog, mbean: str, attribute: str, strip: set[str],
+            limits: Any) -> _Answer:
+    """(metric, canonical attribute, kind, labels but the stripped ones sorted, the stripped
+    ones, usable) of one (MBean, attribute)."""
+    resolved, usable = None, False
+    try:
+        resolved = resolve_attribute(catalog, mbean, attribute)
+        check_labels(resolved[3], limits)  # the per-record decoder rejects it
+        usable = True
+    except DecodeError:
+        pass
+    metric, canonical, kind, labels = resolved or (None, "", "gauge", {})
+    return (metric, canonical, kind,
+            [(k, v) for k, v in sorted(labels.items()) if k not in strip],
+            tuple(item for item in labels.items() if item[0] in strip), usable)
+
+
 def _pairs(mbean: pa.Array, attribute: pa.Array, catalog: Catalog, strip: set[str]) -> _Pairs:
     m_codes, m_values = _codes(mbean)
     a_codes, a_values = _codes(attribute)
@@ -221,22 +244,24 @@ def _pairs(mbean: pa.Array, attribute: pa.Array, catalog: Catalog, strip: set[st
     groups: dict[tuple[tuple[str, str], ...], int] = {}
     usable = np.zeros(len(distinct), dtype=bool)
     limits = LIMITS.get()
+    caches: dict[Any, dict[tuple[str, str], _Answer]] = catalog.__dict__.setdefault(
+        "_jolokia_pair_cache", {})
+    cache = caches.setdefault((frozenset(strip), limits), {})
     for i, code in enumerate(distinct.tolist()):
-        resolved = None
         if code >= 0:
-            try:
-                resolved = resolve_attribute(catalog, m_values[code // width],
-                                             a_values[code % width])
-                check_labels(resolved[3], limits)  # the per-record decoder rejects it
-                usable[i] = True
-            except DecodeError:
-                pass
-        metric, canonical, kind, labels = resolved or (None, "", "gauge", {})
+            pair = (m_values[code // width], a_values[code % width])
+            answer = cache.get(pair)
+            if answer is None:
+                answer = _answer(catalog, *pair, strip, limits)
+                if len(cache) < PAIR_CACHE_SIZE:
+                    cache[pair] = answer
+        else:
+            answer = (None, "", "gauge", [], (), False)
+        metric, canonical, kind, labels, group, usable[i] = answer
         metrics.append(metric)
         attributes.append(canonical)
         kinds.append(kind)
-        labels_per_pair.append([(k, v) for k, v in sorted(labels.items()) if k not in strip])
-        group = tuple(item for item in labels.items() if item[0] in strip)
+        labels_per_pair.append(labels)
         identity_labels.append(groups.setdefault(group, len(groups)))
     return _Pairs(metrics, attributes, kinds, labels_per_pair, identity_labels, list(groups),
                   np.where(usable[inverse], inverse, -1))

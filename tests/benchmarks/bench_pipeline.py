@@ -32,6 +32,10 @@ tests/benchmarks/results/pipeline-caps.json: samples/s and the driver's CPU (its
 plus the JVM) per sample and per batch at each cap, and a least-squares split of the
 driver's CPU into a cost per batch and a cost per sample over all runs, from which the
 driver's own limit follows for any batch size: cap / (per batch + cap x per sample).
+With --fleet BROKERS PARTITIONS the topic holds that fleet's scrapes instead (e.g. 300
+brokers, 40,000 partitions: a scrape round is 129k samples, so 5 M samples span ten
+one-minute windows, a live stream's density, where the default fleet's 6 brokers pack about
+a hundred windows into each 250k batch), into pipeline-caps-fleet.json.
 """
 
 from __future__ import annotations
@@ -345,6 +349,9 @@ def main() -> None:
                              "results/pipeline-caps.json")
     parser.add_argument("--rounds", type=int, default=2,
                         help="with --writers or --caps: runs of each variant, alternating")
+    parser.add_argument("--fleet", type=int, nargs=2, metavar=("BROKERS", "PARTITIONS"),
+                        help="with --caps: the scrapes of a fleet of this many brokers and "
+                             "partitions (replication factor 3) instead of the 6-broker one")
     args = parser.parse_args()
     if args.engines:
         compare_engines(args)
@@ -483,11 +490,14 @@ def compare_caps(args: argparse.Namespace) -> None:
     from streaming.runtime.spark_session import build_spark
 
     start = time.time() - 3600
+    model = None if args.fleet is None else ClusterModel(
+        "fleet", list(range(1, args.fleet[0] + 1)), {"orders": args.fleet[1]})
     runs: list[dict[str, Any]] = []
     with metrics_cluster() as broker:
         topic = "bench-metrics"
         create_topic(broker.bootstrap, topic, partitions=PARTITIONS)
-        size = prefill(broker.bootstrap, topic, single_sample_stream(args.messages, start))
+        size = prefill(broker.bootstrap, topic,
+                       single_sample_stream(args.messages, start, model))
         raw = raw_limit(broker.bootstrap, topic, args.messages)
         spark = build_spark(load_config(None, environ={
             "KAFKA_HEALTH__SOURCE__BOOTSTRAP_SERVERS": broker.bootstrap}))
@@ -510,9 +520,14 @@ def compare_caps(args: argparse.Namespace) -> None:
     split = driver_cost_split(runs)
     limits = {str(cap): cap / (split["per_batch_seconds"] + cap * split["per_sample_us"] / 1e6)
               for cap in args.caps}
-    result = {"messages": args.messages, "message_bytes_avg": size, "raw": raw,
-              "driver_cost": split, "driver_limit_samples_per_s": limits, "runs": runs}
-    CAP_RESULTS.write_text(json.dumps(result, indent=2))
+    result = {"messages": args.messages, "message_bytes_avg": size,
+              "fleet": {"brokers": 6, "partitions": 180} if args.fleet is None else {
+                  "brokers": args.fleet[0], "partitions": args.fleet[1]},
+              "raw": raw, "driver_cost": split, "driver_limit_samples_per_s": limits,
+              "runs": runs}
+    out = CAP_RESULTS if args.fleet is None else CAP_RESULTS.with_name(
+        "pipeline-caps-fleet.json")
+    out.write_text(json.dumps(result, indent=2))
     print(f"{args.messages} single-sample Jolokia messages, {size:.0f} B each; raw "
           f"consume+decode {raw['samples_per_s']:,.0f} samples/s")
     print(f"driver CPU = {split['per_batch_seconds']:.3f} s a batch + "

@@ -215,3 +215,19 @@ def test_other_formats_and_topics_keep_their_order_among_columnar_rows():
     fast, slow = both(records(messages, topics), ctx)
     assert fast == slow
     assert [row["source_offset"] for row in fast] == sorted(row["source_offset"] for row in fast)
+
+
+def test_label_limits_apply_to_names_already_decoded_under_other_limits():
+    """The catalog's answers for an MBean are reused batch after batch; a decode under
+    tighter label limits must still reject the labels those limits forbid."""
+    batch = records(fleet_messages(300))
+    fast, slow = both(batch, CONTEXTS["auto"])
+    assert fast == slow and not any(row["reject_reason"] for row in fast)
+    tight = DecodeContext(max_label_chars=3)  # "orders" (a topic label) is longer
+    fast, slow = both(batch, tight)
+    assert fast == slow
+    rejected = [row for row in fast if row["reject_reason"]]
+    assert rejected and all(row["reject_reason"].startswith("label_too_long")
+                            for row in rejected)
+    assert len(rejected) == sum(row["metric"] == "NumLogSegments" for row in both(
+        batch, CONTEXTS["auto"])[0])
