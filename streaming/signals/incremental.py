@@ -45,9 +45,8 @@ from streaming.signals.broker import (
     signal_partials,
     window_starts,
 )
-from streaming.signals.segment_store import SegmentStore
+from streaming.signals.segment_store import Key, SegmentStore
 
-Key = tuple[str, str, int]  # cluster, broker, window start (µs)
 LAST_COLUMNS = {f"{name}{part}" for name in LAST_SIGNALS for part in ("", "__ts", "__offset")}
 
 
