@@ -29,7 +29,7 @@ from streaming import failpoints
 from streaming.config import SignalsConfig
 from streaming.schemas import decoded_arrow_schema
 from streaming.signals.broker import SIGNAL_METRICS
-from streaming.signals.incremental import chunk_parts
+from streaming.signals.incremental import NewestSegments, chunk_parts
 from streaming.sinks.task_files import TaskFile, TaskWriter
 
 LOG = logging.getLogger("kafka_health.packing")
@@ -64,14 +64,19 @@ def _binary(blob: pa.Buffer | None) -> pa.Array:
     return pa.Array.from_buffers(pa.binary(), 1, [None, offsets, blob])
 
 
-def pack(decoded: pa.RecordBatch | pa.Table, records: int,
-         written: tuple[pa.Table, pa.Table | None, pa.Table | None, str] | None = None
+# What a writing read task sends besides signal samples: (summary, partials, segments,
+# files' add actions as JSON).
+Written = tuple[pa.Table | None, pa.Table | None, pa.Table | None, str]
+
+
+def pack(decoded: pa.RecordBatch | pa.Table, records: int, written: Written | None = None
          ) -> pa.RecordBatch:
     """One packed row: the decoded rows as an Arrow IPC stream and its record count. When
     the read task wrote the chunk's files, `written` is (summary, partials, segments,
     files): the summary of the rows the files hold, the partials and segments of the
-    chunk's gauge signal samples (None when they could not be made), and the files' add
-    actions as JSON; `decoded` then carries only the signal samples not in partials."""
+    chunk's gauge signal samples (None when they could not be made or are sent in another
+    row), and the files' add actions as JSON; `decoded` then carries only the signal
+    samples not in partials."""
     tables = (None, None, None) if written is None else written[:3]
     return pa.RecordBatch.from_arrays(
         [pa.array([records], pa.int64()), _binary(_ipc(decoded)),
@@ -182,10 +187,10 @@ def unpack_written(packed: pa.Table) -> WrittenBatch | None:
                for item in json.loads(text)])
 
 
-def pack_chunk(decoded: pa.RecordBatch | pa.Table, records: int, writer: TaskWriter,
-               signals: SignalsConfig) -> pa.RecordBatch:
-    """A writing read task's output for decoded rows: its files' add actions, the summary,
-    the partials of its gauge signal samples and its counter signal samples."""
+def _written(decoded: pa.RecordBatch | pa.Table, writer: TaskWriter, signals: SignalsConfig
+             ) -> tuple[pa.Table, Written]:
+    """A writing read task's work on decoded rows: their files written, and what the driver
+    needs of them (the signal samples not in partials, and `Written`)."""
     if isinstance(decoded, pa.RecordBatch):
         decoded = pa.Table.from_batches([decoded])
     files = writer.write(decoded)
@@ -198,8 +203,16 @@ def pack_chunk(decoded: pa.RecordBatch | pa.Table, records: int, writer: TaskWri
     except Exception:  # the driver reduces them, and finds a poison record if one fails it
         LOG.exception("a read task could not reduce its signal samples to partials: they "
                       "go to the driver whole")
-    return pack(samples, records, (summarize(decoded, signals.window_seconds), partials,
-                                   segments, json.dumps([f.to_json() for f in files])))
+    return samples, (summarize(decoded, signals.window_seconds), partials, segments,
+                     json.dumps([f.to_json() for f in files]))
+
+
+def pack_chunk(decoded: pa.RecordBatch | pa.Table, records: int, writer: TaskWriter,
+               signals: SignalsConfig) -> pa.RecordBatch:
+    """A writing read task's output for decoded rows: its files' add actions, the summary,
+    the partials and segments of its gauge signal samples and its counter signal samples."""
+    samples, written = _written(decoded, writer, signals)
+    return pack(samples, records, written)
 
 
 # Decoded rows a read task gathers before it writes and reduces them: the partials' and
@@ -209,15 +222,10 @@ def pack_chunk(decoded: pa.RecordBatch | pa.Table, records: int, writer: TaskWri
 GATHER_ROWS = 100_000
 
 
-def pack_chunks(chunks: Iterable[tuple[pa.RecordBatch | pa.Table, int]],
-                writer: TaskWriter | None, signals: SignalsConfig,
-                gather_rows: int = GATHER_ROWS) -> Iterator[pa.RecordBatch]:
-    """pack_chunk over a task's decoded chunks ((rows, Kafka records) each); when the task
-    writes, chunks are gathered up to `gather_rows` decoded rows first."""
-    if writer is None:
-        for decoded, records in chunks:
-            yield pack(decoded, records)
-        return
+def _gathered(chunks: Iterable[tuple[pa.RecordBatch | pa.Table, int]], gather_rows: int
+              ) -> Iterator[tuple[pa.Table, int]]:
+    """The chunks concatenated up to at least `gather_rows` decoded rows (the last fewer),
+    with their Kafka records."""
     held: list[pa.Table] = []
     held_records = 0
     for decoded, records in chunks:
@@ -225,7 +233,32 @@ def pack_chunks(chunks: Iterable[tuple[pa.RecordBatch | pa.Table, int]],
                     else decoded)
         held_records += records
         if sum(t.num_rows for t in held) >= gather_rows:
-            yield pack_chunk(pa.concat_tables(held), held_records, writer, signals)
+            yield pa.concat_tables(held), held_records
             held, held_records = [], 0
     if held:
-        yield pack_chunk(pa.concat_tables(held), held_records, writer, signals)
+        yield pa.concat_tables(held), held_records
+
+
+def pack_chunks(chunks: Iterable[tuple[pa.RecordBatch | pa.Table, int]],
+                writer: TaskWriter | None, signals: SignalsConfig,
+                gather_rows: int = GATHER_ROWS) -> Iterator[pa.RecordBatch]:
+    """pack_chunk over a task's decoded chunks ((rows, Kafka records) each); when the task
+    writes, chunks are gathered up to `gather_rows` decoded rows first, and the segments of
+    all of them go in one last row (no records, no files), reduced to the newest sample of
+    each replica and window. Why: on a large fleet nearly every sample is a replica's
+    NumLogSegments, and a scrape round (every replica once) is larger than a gathered
+    chunk, so a chunk cannot reduce them; the task's share of a batch that spans several
+    scrape rounds can, which the driver would otherwise do alone."""
+    if writer is None:
+        for decoded, records in chunks:
+            yield pack(decoded, records)
+        return
+    segments = NewestSegments(bound=2 * gather_rows)
+    for decoded, records in _gathered(chunks, gather_rows):
+        samples, (summary, partials, chunk_segments, files) = _written(decoded, writer, signals)
+        if chunk_segments is not None:
+            segments.add(chunk_segments)
+        yield pack(samples, records, (summary, partials, None, files))
+    if segments.rows:
+        yield pack(decoded_arrow_schema().empty_table(), 0,
+                   (None, None, segments.table(), "[]"))

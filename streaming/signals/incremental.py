@@ -174,8 +174,10 @@ class OpenWindows:
                 own.append(counted)
                 own_segments.append(counted_segments)
             assert self.schema is not None
+            # the segments as sent, in chunk order: _take reduces only those it does not hold
             return (merge_partials([p.cast(self.schema) for p in own], self.schema),
-                    newest_segments([s.cast(SEGMENT_SCHEMA) for s in own_segments]))
+                    pa.concat_tables([s.cast(SEGMENT_SCHEMA) for s in own_segments]) if
+                    own_segments else SEGMENT_SCHEMA.empty_table())
 
         return self._take(touched, _counters(samples), batch_partials)
 
@@ -184,7 +186,8 @@ class OpenWindows:
               ) -> pa.Table | None:
         """The batch into the held windows: `windows` (cluster, window start in µs) are
         those its samples touched, `counters` its counter samples, `partials_of(priors)`
-        its partials and segments (one row per key) given the counters' predecessors."""
+        its partials (one row per key) and segments (in the order sent, a replica's window
+        may come more than once) given the counters' predecessors."""
         pairs = windows.group_by(["cluster", "window"], use_threads=False).aggregate([])
         touched = set(zip(pairs["cluster"].to_pylist(), pairs["window"].to_pylist(), strict=True))
         for cluster, window in touched:
@@ -198,17 +201,19 @@ class OpenWindows:
         self.held |= touched
         for cluster, window in touched:
             self.newest[cluster] = max(self.newest.get(cluster, window), window)
-        # Only held windows need combining; the rest are the batch's partials as they are.
-        # Of those, only the ones within the kept horizon are held from now on (a catch-up
-        # batch spans hours of windows: holding them would be Python work for nothing).
-        self._absorb(partials.filter(pc.or_(was_held, self._kept(partials))),
-                     segments.filter(pc.or_(segment_was_held, self._kept(segments))))
+        # Windows held before and those within the kept horizon are held from now on, and
+        # answered from what is held; the others are the batch's partials as they are (a
+        # catch-up batch spans hours of windows: holding them would be Python work for
+        # nothing), and only their segments need reducing here.
+        holding = pc.or_(was_held, self._kept(partials))
+        segment_holding = pc.or_(segment_was_held, self._kept(segments))
+        self._absorb(partials.filter(holding), segments.filter(segment_holding))
         self._remember_counters(counters)
-        combined = partials.filter(was_held).select(list(PARTIAL_KEYS)).to_pylist()
-        own, own_segments = partials.filter(pc.invert(was_held)), segments.filter(
-            pc.invert(segment_was_held))
+        answered = partials.filter(holding).select(list(PARTIAL_KEYS)).to_pylist()
+        own = partials.filter(pc.invert(holding))
+        own_segments = newest_segments([segments.filter(pc.invert(segment_holding))])
         rows = self._rows({(r["cluster"], r["broker"], _micros(r["window_start"]))
-                           for r in combined}, own, own_segments)
+                           for r in answered}, own, own_segments)
         self._evict()
         return rows
 
@@ -425,6 +430,32 @@ def newest_segments(tables: list[pa.Table]) -> pa.Table:
         [("value", "last"), ("ts_us", "last"), ("source_offset", "last")])
     return newest.rename_columns([*SEGMENT_KEYS, "value", "ts_us", "source_offset"]).cast(
         SEGMENT_SCHEMA)
+
+
+class NewestSegments:
+    """Segment partials, each table one row per replica and window (chunk_parts' output),
+    folded in chunk order into newest_segments' answer; reduced again whenever `bound`
+    rows have come since the last reduction, so memory follows the distinct replicas and
+    windows and the sorting is paid about once per `bound` rows."""
+
+    def __init__(self, bound: int) -> None:
+        self.bound = bound
+        self.tables: list[pa.Table] = []
+        self.rows = 0
+        self.unreduced = 0
+
+    def add(self, segments: pa.Table) -> None:
+        self.tables.append(segments)
+        self.rows += segments.num_rows
+        self.unreduced += segments.num_rows
+        if self.unreduced >= self.bound:
+            self.tables = [newest_segments(self.tables)]
+            self.rows, self.unreduced = self.tables[0].num_rows, 0
+
+    def table(self) -> pa.Table:
+        if len(self.tables) == 1:  # one chunk's, or already reduced
+            return self.tables[0].cast(SEGMENT_SCHEMA)
+        return newest_segments(self.tables)
 
 
 SEGMENT_SCHEMA = pa.schema([

@@ -3,12 +3,14 @@ broker, window), and their sum per (cluster, broker, window), the broker's log s
 
 Why arrays and not a dict per replica: NumLogSegments is a per-partition gauge, so on a
 large fleet nearly every sample the driver receives is one (a broker hosting thousands of
-replicas sends one per replica and scrape), and at a live stream's density each arrives
-alone in its batch, so the read tasks cannot reduce them. A Python dict of replicas per
-window, updated sample by sample and summed on every batch, was most of the driver's
-held-window step there. Here a replica is a slot of its cluster, found once per row, its
-value, timestamp and offset sit in NumPy arrays per window, the newer samples replace
-theirs in one vectorized step, and a window's sums per broker are one bincount.
+replicas sends one per replica and scrape); a read task reduces them to one per replica
+and window of its share of the batch, which at a live stream's density still leaves about
+one row per replica, task and window. A Python dict of replicas per window, updated
+sample by sample and summed on every batch, was most of the driver's held-window step
+there. Here a replica is a slot of its cluster, found once per row, its value, timestamp
+and offset sit in NumPy arrays per window, the newest of a batch's rows replace theirs in
+one vectorized step (the tasks' rows are not reduced across tasks first: that sort cost
+more than the store's), and a window's sums per broker are one bincount.
 """
 
 from __future__ import annotations
@@ -127,8 +129,8 @@ class SegmentStore:
         self._windows: dict[tuple[str | None, int], _Window] = {}
 
     def absorb(self, segments: pa.Table) -> None:
-        """Rows of incremental.SEGMENT_SCHEMA, at most one per (cluster, broker, window,
-        labels_key) (newest_segments' and signal_partials' output)."""
+        """Rows of incremental.SEGMENT_SCHEMA in the order sent; of a replica's rows in a
+        window the newest (ts, offset) counts, a tie to the later row."""
         if segments.num_rows == 0:
             return
         encoded = pc.dictionary_encode(segments["cluster"].combine_chunks())
@@ -157,6 +159,12 @@ class SegmentStore:
                     len(slots.ids))
             window.fit(len(slots.ids))
             s = slot[at]
+            if len(s) > 1 and np.bincount(s).max() > 1:
+                # the newest of each slot's rows: last in (slot, ts, offset, row) order
+                last = np.lexsort((at, offset[at], ts[at], s))
+                ends = np.flatnonzero(np.append(s[last][1:] != s[last][:-1], True))
+                at = at[last[ends]]
+                s = slot[at]
             newer = ~window.present[s] | (ts[at] > window.ts[s]) | (
                 (ts[at] == window.ts[s]) & (offset[at] >= window.offset[s]))
             s, at = s[newer], at[newer]

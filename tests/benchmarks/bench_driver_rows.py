@@ -47,11 +47,15 @@ from streaming.config import SignalsConfig  # noqa: E402
 from streaming.decode.packing import GATHER_ROWS, signal_rows, summarize  # noqa: E402
 from streaming.decode.records import DecodeContext, decode_record_batch  # noqa: E402
 from streaming.signals.broker import SAMPLE_COLUMNS, prepared, signal_partials  # noqa: E402
-from streaming.signals.incremental import OpenWindows, chunk_parts  # noqa: E402
+from streaming.signals.incremental import (  # noqa: E402
+    NewestSegments,
+    OpenWindows,
+    chunk_parts,
+)
 from streaming.signals.spans import touched_spans  # noqa: E402
 from streaming.simulate.model import ClusterModel  # noqa: E402
 from tests.benchmarks.bench_decode import T0, batches  # noqa: E402
-from tests.benchmarks.bench_pipeline import single_sample_messages  # noqa: E402
+from tests.benchmarks.bench_pipeline import PARTITIONS, single_sample_messages  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "driver-rows.json"
 FLEET_RESULTS = RESULTS.with_name("driver-rows-fleet.json")
@@ -81,12 +85,37 @@ def reduce_chunks(decoded: list[pa.Table], signals: SignalsConfig) -> dict[str, 
             "reduce_us_per_sample": round(seconds / samples * 1e6, 3)}
 
 
-def held_window_step(samples: pa.Table, signals: SignalsConfig, batch_rows: int
-                     ) -> dict[str, Any]:
+def task_parts(batch: pa.Table, signals: SignalsConfig, fold: bool = True
+               ) -> tuple[pa.Table, list[pa.Table], list[pa.Table]]:
+    """What the read tasks send for a batch (pack_chunks without the file writes): its rows
+    dealt round-robin to one task per partition of bench_pipeline's topic, as its producer
+    deals the messages; each task's chunks of at most GATHER_ROWS reduced (chunk_parts),
+    and its segments folded into one table (`fold`; otherwise sent chunk by chunk).
+    Returns the counters, partials and segments."""
+    counters, partials, segments = [], [], []
+    for task in range(PARTITIONS):
+        share = batch.take(pa.array(range(task, batch.num_rows, PARTITIONS)))
+        folded = NewestSegments(bound=2 * GATHER_ROWS)
+        for i in range(0, share.num_rows, GATHER_ROWS):
+            chunk_counters, chunk_partials, chunk_segments = chunk_parts(
+                signal_rows(share.slice(i, GATHER_ROWS)), signals)
+            counters.append(chunk_counters.select(SAMPLE_COLUMNS))
+            partials.append(chunk_partials)
+            if fold:
+                folded.add(chunk_segments)
+            else:
+                segments.append(chunk_segments)
+        if fold:
+            segments.append(folded.table())
+    return pa.concat_tables(counters), partials, segments
+
+
+def held_window_step(samples: pa.Table, signals: SignalsConfig, batch_rows: int,
+                     fold: bool) -> dict[str, Any]:
     """The driver's held-window step over `samples` cut into batches of `batch_rows`, each
-    sent as the read tasks send it (chunk_parts of chunks of at most GATHER_ROWS). The
-    first batch seeds the windows, as a recompute from bronze does at a start; the rest
-    are timed (process CPU)."""
+    sent as the read tasks send it (task_parts, their segments folded per task or sent per
+    chunk). The first batch seeds the windows, as a recompute from bronze does at a start;
+    the rest are timed (process CPU), the tasks' work apart from the driver's."""
     batches = [samples.slice(i, batch_rows) for i in range(0, samples.num_rows, batch_rows)]
     first = signal_rows(batches[0]).select(SAMPLE_COLUMNS)
     first = first.filter(pc.is_valid(first["metric"]))
@@ -97,21 +126,20 @@ def held_window_step(samples: pa.Table, signals: SignalsConfig, batch_rows: int
               touched_spans(first["ts"], signals.window_seconds,
                             signals.counter_lookback_seconds),
               pc.unique(first["cluster"]).to_pylist(), set())
-    sent = []
-    for batch in batches[1:]:
-        chunk = min(GATHER_ROWS, batch_rows)
-        parts = [chunk_parts(signal_rows(batch.slice(i, chunk)), signals)
-                 for i in range(0, batch.num_rows, chunk)]
-        sent.append((pa.concat_tables([p[0] for p in parts]).select(SAMPLE_COLUMNS),
-                     [p[1] for p in parts], [p[2] for p in parts], batch.num_rows))
     started = time.process_time()
-    for batch_id, (counters, chunk_partials, chunk_segments, _) in enumerate(sent, 1):
+    sent = [(*task_parts(batch, signals, fold), batch.num_rows) for batch in batches[1:]]
+    tasks = time.process_time() - started
+    started = time.process_time()
+    for batch_id, (counters, chunk_partials, task_segments, _) in enumerate(sent, 1):
         held.begin(batch_id)
-        if held.update_parts(counters, chunk_partials, chunk_segments) is None:
+        if held.update_parts(counters, chunk_partials, task_segments) is None:
             raise RuntimeError(f"batch {batch_id} was not answered from the held windows")
     seconds = time.process_time() - started
     timed = sum(rows for *_, rows in sent)
+    segment_rows = sum(t.num_rows for _, _, tables, _ in sent for t in tables)
     return {"batches_timed": len(sent), "samples_timed": timed,
+            "segments_per_100_samples": round(100 * segment_rows / timed, 2),
+            "tasks_us_per_sample": round(tasks / timed * 1e6, 3),
             "us_per_sample": round(seconds / timed * 1e6, 3),
             "ms_per_batch": round(seconds / len(sent) * 1e3, 2)}
 
@@ -137,9 +165,14 @@ def main() -> None:
         chunks = [pa.concat_tables(decoded[i:i + per]) for i in range(0, len(decoded), per)]
         by_chunk[str(size)] = reduce_chunks(chunks, signals)
     everything = pa.concat_tables(decoded)
-    sizes = (5_000, 250_000) if model is None else (5_000, 50_000, 250_000)
-    held = {str(rows): held_window_step(everything, signals, rows)
-            for rows in sizes if rows < everything.num_rows}
+    sizes = (5_000, 250_000) if model is None else (5_000, 50_000, 250_000, 1_000_000)
+    # each size twice, per task and per chunk alternating: a ratio in one run
+    held: dict[str, Any] = {}
+    for rows in [r for r in sizes if r < everything.num_rows]:
+        for _ in (1, 2):
+            for way, fold in (("per_task", True), ("per_chunk", False)):
+                held.setdefault(str(rows), {}).setdefault(way, []).append(
+                    held_window_step(everything, signals, rows, fold))
     result = {
         "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "python": platform.python_version(), "machine": platform.machine(),
@@ -158,9 +191,14 @@ def main() -> None:
         print(f"chunks of {int(size):,} samples: {figures['to_driver_per_100_samples']} rows "
               f"reach the driver per 100 samples {figures['per_100_samples']}; the task's "
               f"reduction {figures['reduce_us_per_sample']} us a sample")
-    for rows, figures in held.items():
-        print(f"batches of {int(rows):,} samples: the driver's held-window step "
-              f"{figures['us_per_sample']} us a sample, {figures['ms_per_batch']} ms a batch")
+    for rows, ways in held.items():
+        for way, runs in ways.items():
+            print(f"batches of {int(rows):,} samples, segments sent {way.replace('_', ' ')}: "
+                  f"{runs[0]['segments_per_100_samples']} segment rows reach the driver per "
+                  f"100 samples; the tasks' reduction "
+                  f"{' / '.join(str(r['tasks_us_per_sample']) for r in runs)} us a sample, "
+                  f"the driver's held-window step "
+                  f"{' / '.join(str(r['us_per_sample']) for r in runs)} us a sample")
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ from streaming.pipeline.batch import BatchProcessor
 from streaming.pipeline.recovery import Pending, PendingMarker
 from streaming.schemas import arrow_schema, decoded_arrow_schema
 from streaming.signals.broker import SIGNAL_METRICS
-from streaming.signals.incremental import chunk_parts
+from streaming.signals.incremental import NewestSegments, chunk_parts
 from tests.conftest import wait_for
 from tests.integration.helpers import assert_same_tables, comparable
 
@@ -114,8 +114,14 @@ def from_chunks(proc: BatchProcessor, bronze: pa.Table, batch_id: int,
     parts = [(chunk, chunk.schema.empty_table().select([]), None) if rng.random() < 0.1
              else chunk_parts(chunk, proc.config.signals) for chunk in chunks]
     samples = pa.concat_tables([samples for samples, _, _ in parts])
+    segments = [s for _, _, s in parts if s is not None]
+    if segments and rng.random() < 0.5:  # a task's chunks' segments, sent as one table
+        folded = NewestSegments(bound=rng.randint(1, 40))
+        for table in segments:
+            folded.add(table)
+        segments = [folded.table()]
     held = proc.stages.held_from_parts(samples, [p for _, p, s in parts if s is not None],
-                                       [s for _, _, s in parts if s is not None])
+                                       segments)
     proc.stages.signals_for(*proc.stages.touched(bronze), batch_id, held)
 
 

@@ -39,12 +39,12 @@ def jolokia(mbean: str, value: float, when: datetime) -> bytes:
                          "timestamp": int(when.timestamp()), "status": 200})
 
 
-def chunk(values: list[bytes], key: bytes = b"c1/1") -> pa.Table:
-    """Decoded rows of Jolokia records, as a read task has them."""
+def chunk(values: list[bytes], key: bytes = b"c1/1", first: int = 0) -> pa.Table:
+    """Decoded rows of Jolokia records (offsets from `first`), as a read task has them."""
     n = len(values)
     records = pa.RecordBatch.from_pydict({
         "key": [key] * n, "value": values, "topic": ["m"] * n, "partition": [0] * n,
-        "offset": list(range(n)), "timestamp": [MIDNIGHT] * n, "timestampType": [0] * n,
+        "offset": list(range(first, first + n)), "timestamp": [MIDNIGHT] * n, "timestampType": [0] * n,
     }, schema=arrow_schema("kafka_records"))
     context = DecodeContext(max_skew_seconds=10 ** 9, max_ahead_seconds=None)
     return pa.Table.from_batches([decode_record_batch(records, context)])
@@ -224,3 +224,27 @@ def test_a_task_gathers_its_chunks_before_it_writes_and_reduces(tmp_path: Path) 
     assert batch is not None and batch.records == 25
     assert int(pc.sum(batch.kept["rows"]).as_py()) == 15
     assert len(list(pack_chunks(chunks, None, signals))) == 5  # the driver writes: as read
+
+
+SEGMENTS = "kafka.log:type=Log,name=NumLogSegments,topic=t,partition={}"
+
+
+def test_a_task_sends_each_replicas_newest_segments_once_per_window(tmp_path: Path) -> None:
+    """A scrape round per chunk, three rounds of two replicas (two rounds in the first
+    window): the driver gets one segments table, each replica's newest value per window."""
+    writer, signals = TaskWriter(str(tmp_path), {}, {}), SignalsConfig()
+    times = [MIDNIGHT, MIDNIGHT + timedelta(seconds=20), MIDNIGHT + timedelta(seconds=70)]
+    rounds = [(chunk([jolokia(SEGMENTS.format(p), 10.0 * r + p, at) for p in (0, 1)],
+                     first=2 * r), 2) for r, at in enumerate(times)]
+    packed = pa.Table.from_batches(list(pack_chunks(rounds, writer, signals, gather_rows=2)))
+    batch = unpack_written(packed)
+    assert batch is not None and batch.records == 6
+    assert int(pc.sum(batch.kept["rows"]).as_py()) == 6
+    assert len(batch.segments) == 1
+    midnight = int(MIDNIGHT.timestamp() * 1e6)
+    sent = batch.segments[0]
+    got = sorted(zip(pc.cast(sent["window_start"], pa.int64()).to_pylist(),
+                     sent["value"].to_pylist(), strict=True))
+    assert got == [(midnight, 10.0), (midnight, 11.0), (midnight + 60_000_000, 20.0),
+                   (midnight + 60_000_000, 21.0)]
+    assert read_back(batch.files, str(tmp_path)).num_rows == 6
