@@ -49,6 +49,8 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -310,18 +312,48 @@ def engine_pairs(bootstrap: str, topic: str, total: int, cap: int,
     Spark session built with every pair's jars (a JVM takes spark.jars only at its start),
     so the pairs differ by their engines alone. The pairs run one after another; the order
     is fixed, python x delta-rs first, so a warm-up advantage goes to the baseline."""
-    from streaming.config import load_config
-    from streaming.runtime.spark_session import build_spark
-
     every = {"KAFKA_HEALTH__SOURCE__ENGINE": "spark", "KAFKA_HEALTH__DELTA__ENGINE": "delta-spark"}
-    spark = build_spark(load_config(None, environ={
-        "KAFKA_HEALTH__SOURCE__BOOTSTRAP_SERVERS": bootstrap, **every}))
-    try:
+    with job_session(bootstrap, every) as spark:
         return {f"{source} x {sink}": full_job(
                     bootstrap, topic, total, cap, trigger_seconds=trigger_seconds, spark=spark,
                     environ={"KAFKA_HEALTH__SOURCE__ENGINE": source,
                              "KAFKA_HEALTH__DELTA__ENGINE": sink})
                 for source, sink in ENGINE_PAIRS}
+
+
+@dataclass
+class Topic:
+    """The benchmark topic, pre-filled, and the raw consume+decode limit over it."""
+
+    broker: Any  # the metrics cluster
+    name: str
+    message_bytes: float
+    raw: dict[str, float]
+
+
+@contextmanager
+def prefilled_topic(messages: int, model: ClusterModel | None = None) -> Iterator[Topic]:
+    """A metrics cluster whose topic holds `messages` single-sample messages from an hour
+    ago on (the fleet `model`'s scrapes, by default bench_model's), and their raw limit."""
+    with metrics_cluster() as broker:
+        topic = "bench-metrics"
+        create_topic(broker.bootstrap, topic, partitions=PARTITIONS)
+        size = prefill(broker.bootstrap, topic,
+                       single_sample_stream(messages, time.time() - 3600, model))
+        yield Topic(broker, topic, size, raw_limit(broker.bootstrap, topic, messages))
+
+
+@contextmanager
+def job_session(bootstrap: str, environ: dict[str, str] | None = None) -> Iterator[Any]:
+    """One Spark session for several runs of the job, built as the job builds its own
+    from the configuration `environ` gives (a JVM takes spark.jars only at its start)."""
+    from streaming.config import load_config
+    from streaming.runtime.spark_session import build_spark
+
+    spark = build_spark(load_config(None, environ={
+        "KAFKA_HEALTH__SOURCE__BOOTSTRAP_SERVERS": bootstrap, **(environ or {})}))
+    try:
+        yield spark
     finally:
         spark.stop()
 
@@ -362,16 +394,11 @@ def main() -> None:
     if args.caps:
         compare_caps(args)
         return
-    start = time.time() - 3600
-    with metrics_cluster() as broker:
-        topic = "bench-metrics"
-        create_topic(broker.bootstrap, topic, partitions=PARTITIONS)
-        size = prefill(broker.bootstrap, topic, single_sample_stream(args.messages, start))
-        total = args.messages
-        ceiling = consume_ceiling(broker.bootstrap, topic,
+    with prefilled_topic(args.messages) as topic:
+        broker, size, raw = topic.broker, topic.message_bytes, topic.raw
+        ceiling = consume_ceiling(broker.bootstrap, topic.name,
                                   [node.pid for node in broker.nodes if node.pid is not None])
-        raw = raw_limit(broker.bootstrap, topic, total)
-        job = full_job(broker.bootstrap, topic, total, args.cap,
+        job = full_job(broker.bootstrap, topic.name, args.messages, args.cap,
                        trigger_seconds=args.trigger_seconds)
     result = {"messages": args.messages, "message_bytes_avg": size, "ceiling": ceiling,
               "raw": raw, "job": job,
@@ -391,13 +418,9 @@ def main() -> None:
 
 
 def compare_engines(args: argparse.Namespace) -> None:
-    start = time.time() - 3600
-    with metrics_cluster() as broker:
-        topic = "bench-metrics"
-        create_topic(broker.bootstrap, topic, partitions=PARTITIONS)
-        size = prefill(broker.bootstrap, topic, single_sample_stream(args.messages, start))
-        raw = raw_limit(broker.bootstrap, topic, args.messages)
-        pairs = engine_pairs(broker.bootstrap, topic, args.messages, args.cap,
+    with prefilled_topic(args.messages) as topic:
+        size, raw = topic.message_bytes, topic.raw
+        pairs = engine_pairs(topic.broker.bootstrap, topic.name, args.messages, args.cap,
                              args.trigger_seconds)
     result = {"messages": args.messages, "message_bytes_avg": size, "cap": args.cap,
               "raw": raw, "pairs": pairs}
@@ -420,32 +443,20 @@ def driver_cpu(job: dict[str, Any]) -> float:
 
 
 def compare_writers(args: argparse.Namespace) -> None:
-    from streaming.config import load_config
-    from streaming.runtime.spark_session import build_spark
-
-    start = time.time() - 3600
     runs: list[dict[str, Any]] = []
     kept = Path(tempfile.mkdtemp(prefix="kh-bench-writers-"))
-    with metrics_cluster() as broker:
-        topic = "bench-metrics"
-        create_topic(broker.bootstrap, topic, partitions=PARTITIONS)
-        size = prefill(broker.bootstrap, topic, single_sample_stream(args.messages, start))
-        raw = raw_limit(broker.bootstrap, topic, args.messages)
-        spark = build_spark(load_config(None, environ={
-            "KAFKA_HEALTH__SOURCE__BOOTSTRAP_SERVERS": broker.bootstrap}))
-        try:
-            for round_ in range(args.rounds):
-                for writers in ("driver", "read_tasks"):
-                    job = full_job(broker.bootstrap, topic, args.messages, args.cap,
-                                   trigger_seconds=args.trigger_seconds, spark=spark,
-                                   environ={"KAFKA_HEALTH__DELTA__BRONZE_WRITERS": writers},
-                                   keep=kept / writers if round_ == 0 else None)
-                    runs.append({"writers": writers, **job})
-                    print(f"  {writers:10} {job['samples_per_s']:>9,.0f} samples/s "
-                          f"({job['samples_per_s'] / raw['samples_per_s']:.0%} of raw), "
-                          f"driver {driver_cpu(job):.2f} CPU us a sample", flush=True)
-        finally:
-            spark.stop()
+    with prefilled_topic(args.messages) as topic, job_session(topic.broker.bootstrap) as spark:
+        size, raw = topic.message_bytes, topic.raw
+        for round_ in range(args.rounds):
+            for writers in ("driver", "read_tasks"):
+                job = full_job(topic.broker.bootstrap, topic.name, args.messages, args.cap,
+                               trigger_seconds=args.trigger_seconds, spark=spark,
+                               environ={"KAFKA_HEALTH__DELTA__BRONZE_WRITERS": writers},
+                               keep=kept / writers if round_ == 0 else None)
+                runs.append({"writers": writers, **job})
+                print(f"  {writers:10} {job['samples_per_s']:>9,.0f} samples/s "
+                      f"({job['samples_per_s'] / raw['samples_per_s']:.0%} of raw), "
+                      f"driver {driver_cpu(job):.2f} CPU us a sample", flush=True)
 
     def best(writers: str) -> dict[str, Any]:
         return max((r for r in runs if r["writers"] == writers), key=lambda r: r["samples_per_s"])
@@ -486,37 +497,25 @@ def driver_cost_split(runs: list[dict[str, Any]]) -> dict[str, float]:
 
 
 def compare_caps(args: argparse.Namespace) -> None:
-    from streaming.config import load_config
-    from streaming.runtime.spark_session import build_spark
-
-    start = time.time() - 3600
     model = None if args.fleet is None else ClusterModel(
         "fleet", list(range(1, args.fleet[0] + 1)), {"orders": args.fleet[1]})
     runs: list[dict[str, Any]] = []
-    with metrics_cluster() as broker:
-        topic = "bench-metrics"
-        create_topic(broker.bootstrap, topic, partitions=PARTITIONS)
-        size = prefill(broker.bootstrap, topic,
-                       single_sample_stream(args.messages, start, model))
-        raw = raw_limit(broker.bootstrap, topic, args.messages)
-        spark = build_spark(load_config(None, environ={
-            "KAFKA_HEALTH__SOURCE__BOOTSTRAP_SERVERS": broker.bootstrap}))
-        try:
-            for _ in range(args.rounds):
-                for cap in args.caps:
-                    job = full_job(broker.bootstrap, topic, args.messages, cap,
-                                   trigger_seconds=args.trigger_seconds, spark=spark)
-                    timed = job["batches"] - 1
-                    driver_seconds = driver_cpu(job) * job["records_after_first_batch"] / 1e6
-                    runs.append({"cap": cap, **job,
-                                 "driver_cpu_us_per_sample": round(driver_cpu(job), 2),
-                                 "driver_cpu_seconds_per_batch": driver_seconds / timed})
-                    print(f"  cap {cap:>9,} {job['samples_per_s']:>9,.0f} samples/s "
-                          f"({job['samples_per_s'] / raw['samples_per_s']:.0%} of raw), "
-                          f"driver {driver_cpu(job):.2f} CPU us a sample, "
-                          f"{driver_seconds / timed:.3f} s a batch", flush=True)
-        finally:
-            spark.stop()
+    with prefilled_topic(args.messages, model) as topic, \
+            job_session(topic.broker.bootstrap) as spark:
+        size, raw = topic.message_bytes, topic.raw
+        for _ in range(args.rounds):
+            for cap in args.caps:
+                job = full_job(topic.broker.bootstrap, topic.name, args.messages, cap,
+                               trigger_seconds=args.trigger_seconds, spark=spark)
+                timed = job["batches"] - 1
+                driver_seconds = driver_cpu(job) * job["records_after_first_batch"] / 1e6
+                runs.append({"cap": cap, **job,
+                             "driver_cpu_us_per_sample": round(driver_cpu(job), 2),
+                             "driver_cpu_seconds_per_batch": driver_seconds / timed})
+                print(f"  cap {cap:>9,} {job['samples_per_s']:>9,.0f} samples/s "
+                      f"({job['samples_per_s'] / raw['samples_per_s']:.0%} of raw), "
+                      f"driver {driver_cpu(job):.2f} CPU us a sample, "
+                      f"{driver_seconds / timed:.3f} s a batch", flush=True)
     split = driver_cost_split(runs)
     limits = {str(cap): cap / (split["per_batch_seconds"] + cap * split["per_sample_us"] / 1e6)
               for cap in args.caps}
