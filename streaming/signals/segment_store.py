@@ -9,8 +9,8 @@ one row per replica, task and window. A Python dict of replicas per window, upda
 sample by sample and summed on every batch, was most of the driver's held-window step
 there. Here a replica is a slot of its cluster, found once per row, its value, timestamp
 and offset sit in NumPy arrays per window, the newest of a batch's rows replace theirs in
-one vectorized step (the tasks' rows are not reduced across tasks first: that sort cost
-more than the store's), and a window's sums per broker are one bincount.
+one vectorized step (so the tasks' rows of held windows need no sort and group-by across
+tasks first), and a window's sums per broker are one bincount.
 """
 
 from __future__ import annotations

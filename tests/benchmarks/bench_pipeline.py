@@ -57,18 +57,17 @@ from typing import Any
 import pyarrow as pa
 from confluent_kafka import Producer
 
-from streaming.decode.packing import unpack
-from streaming.decode.records import DecodeContext
-from streaming.simulate.formats import jolokia_single
-from streaming.simulate.model import ClusterModel
-from streaming.simulate.samples import broker_samples
-from streaming.source.kafka_python import CHUNK, KafkaStreamReader, reader_config
-from streaming.testbed.kafka import create_topic, metrics_cluster
-
 REPO = Path(__file__).resolve().parents[2]
-if str(REPO) not in sys.path:
+if str(REPO) not in sys.path:  # this checkout's code (from a worktree: docs/performance.md)
     sys.path.insert(0, str(REPO))
 
+from streaming.decode.packing import unpack  # noqa: E402
+from streaming.decode.records import DecodeContext  # noqa: E402
+from streaming.simulate.formats import jolokia_single  # noqa: E402
+from streaming.simulate.model import ClusterModel  # noqa: E402
+from streaming.simulate.samples import broker_samples  # noqa: E402
+from streaming.source.kafka_python import CHUNK, KafkaStreamReader, reader_config  # noqa: E402
+from streaming.testbed.kafka import create_topic, metrics_cluster  # noqa: E402
 from tests.benchmarks.proctree import cpu_by_role, tree_cpu_seconds  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "pipeline.json"
