@@ -146,7 +146,9 @@ def test_an_acl_refusing_describe_configs_is_unauthorized_until_granted(
     service.start("it-unauthorized")
     try:
         poller = service.pollers[0]
-        wait_for(lambda: poller.health.failures >= 1, 30, "the first refused poll")
+        wait_for(lambda: poller.health.failures >= 1
+                 and _series(registry, ERROR) == {(UNAUTHORIZED,): 1.0}, 30,
+                 "the first refused poll, exported")
         health = poller.health
         assert (health.up, health.error, health.error_code) == (
             False, UNAUTHORIZED, "TOPIC_AUTHORIZATION_FAILED")
@@ -160,8 +162,9 @@ def test_an_acl_refusing_describe_configs_is_unauthorized_until_granted(
         assert "poll failed (unauthorized): TOPIC_AUTHORIZATION_FAILED" in caplog.text
 
         _allow(admin, AclOperation.DESCRIBE_CONFIGS)
-        wait_for(lambda: poller.health.up is True, 30, "a poll succeeding after the grant")
-        assert _series(registry, UP) == {(): 1.0}
+        # the health changes before the poll's gauges are set: wait for both
+        wait_for(lambda: poller.health.up is True and _series(registry, UP) == {(): 1.0}, 30,
+                 "a poll succeeding after the grant, exported")
         assert _series(registry, ERROR) == {}  # the error series is gone, not left at 1
         assert "orders" in poller.snapshot.topics
         assert poller.snapshot.topics["orders"].min_insync_replicas == 1
