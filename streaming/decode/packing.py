@@ -222,7 +222,7 @@ def pack_chunk(decoded: pa.RecordBatch | pa.Table, records: int, writer: TaskWri
 GATHER_ROWS = 100_000
 
 
-def _gathered(chunks: Iterable[tuple[pa.RecordBatch | pa.Table, int]], gather_rows: int
+def gathered(chunks: Iterable[tuple[pa.RecordBatch | pa.Table, int]], gather_rows: int
               ) -> Iterator[tuple[pa.Table, int]]:
     """The chunks concatenated up to at least `gather_rows` decoded rows (the last fewer),
     with their Kafka records."""
@@ -239,6 +239,12 @@ def _gathered(chunks: Iterable[tuple[pa.RecordBatch | pa.Table, int]], gather_ro
         yield pa.concat_tables(held), held_records
 
 
+def segments_fold(gather_rows: int = GATHER_ROWS) -> NewestSegments:
+    """Where a task folds its gathered chunks' segment rows: reduced again every two
+    gathered chunks' worth, so a task's memory follows the distinct replicas and windows."""
+    return NewestSegments(bound=2 * gather_rows)
+
+
 def pack_chunks(chunks: Iterable[tuple[pa.RecordBatch | pa.Table, int]],
                 writer: TaskWriter | None, signals: SignalsConfig,
                 gather_rows: int = GATHER_ROWS) -> Iterator[pa.RecordBatch]:
@@ -253,12 +259,12 @@ def pack_chunks(chunks: Iterable[tuple[pa.RecordBatch | pa.Table, int]],
         for decoded, records in chunks:
             yield pack(decoded, records)
         return
-    segments = NewestSegments(bound=2 * gather_rows)
-    for decoded, records in _gathered(chunks, gather_rows):
+    segments = segments_fold(gather_rows)
+    for decoded, records in gathered(chunks, gather_rows):
         samples, (summary, partials, chunk_segments, files) = _written(decoded, writer, signals)
         if chunk_segments is not None:
             segments.add(chunk_segments)
         yield pack(samples, records, (summary, partials, None, files))
-    if segments.rows:
+    if not segments.empty:
         yield pack(decoded_arrow_schema().empty_table(), 0,
                    (None, None, segments.table(), "[]"))

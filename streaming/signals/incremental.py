@@ -422,7 +422,7 @@ def merge_partials(tables: list[pa.Table], schema: pa.Schema) -> pa.Table:
 def newest_segments(tables: list[pa.Table]) -> pa.Table:
     """Segment partials of several chunks: the newest (ts, offset) of each partition
     replica per window, a tie to the later chunk."""
-    if not tables:
+    if not any(t.num_rows for t in tables):  # most batches: every window held, none left
         return SEGMENT_SCHEMA.empty_table()
     ordered = pa.concat_tables(tables).sort_by([("ts_us", "ascending"),
                                                 ("source_offset", "ascending")])
@@ -441,16 +441,18 @@ class NewestSegments:
     def __init__(self, bound: int) -> None:
         self.bound = bound
         self.tables: list[pa.Table] = []
-        self.rows = 0
         self.unreduced = 0
+
+    @property
+    def empty(self) -> bool:
+        return not any(t.num_rows for t in self.tables)
 
     def add(self, segments: pa.Table) -> None:
         self.tables.append(segments)
-        self.rows += segments.num_rows
         self.unreduced += segments.num_rows
         if self.unreduced >= self.bound:
             self.tables = [newest_segments(self.tables)]
-            self.rows, self.unreduced = self.tables[0].num_rows, 0
+            self.unreduced = 0
 
     def table(self) -> pa.Table:
         if len(self.tables) == 1:  # one chunk's, or already reduced

@@ -44,11 +44,16 @@ if str(REPO) not in sys.path:
 
 from streaming.catalog import load_catalog  # noqa: E402
 from streaming.config import SignalsConfig  # noqa: E402
-from streaming.decode.packing import GATHER_ROWS, signal_rows, summarize  # noqa: E402
+from streaming.decode.packing import (  # noqa: E402
+    GATHER_ROWS,
+    gathered,
+    segments_fold,
+    signal_rows,
+    summarize,
+)
 from streaming.decode.records import DecodeContext, decode_record_batch  # noqa: E402
 from streaming.signals.broker import SAMPLE_COLUMNS, prepared, signal_partials  # noqa: E402
 from streaming.signals.incremental import (  # noqa: E402
-    NewestSegments,
     OpenWindows,
     chunk_parts,
 )
@@ -85,20 +90,26 @@ def reduce_chunks(decoded: list[pa.Table], signals: SignalsConfig) -> dict[str, 
             "reduce_us_per_sample": round(seconds / samples * 1e6, 3)}
 
 
+# Rows a decoded chunk holds here, before a task gathers chunks up to GATHER_ROWS.
+DECODED_CHUNK_ROWS = 10_000
+
+
 def task_parts(batch: pa.Table, signals: SignalsConfig, fold: bool = True
                ) -> tuple[pa.Table, list[pa.Table], list[pa.Table]]:
     """What the read tasks send for a batch (pack_chunks without the file writes): its rows
     dealt round-robin to one task per partition of bench_pipeline's topic, as its producer
-    deals the messages; each task's chunks of at most GATHER_ROWS reduced (chunk_parts),
-    and its segments folded into one table (`fold`; otherwise sent chunk by chunk).
-    Returns the counters, partials and segments."""
+    deals the messages; each task's decoded chunks gathered and reduced (chunk_parts) as
+    pack_chunks gathers them, and its segments folded as pack_chunks folds them (`fold`;
+    otherwise sent chunk by chunk). Returns the counters, partials and segments."""
     counters, partials, segments = [], [], []
     for task in range(PARTITIONS):
         share = batch.take(pa.array(range(task, batch.num_rows, PARTITIONS)))
-        folded = NewestSegments(bound=2 * GATHER_ROWS)
-        for i in range(0, share.num_rows, GATHER_ROWS):
+        chunks = ((share.slice(i, DECODED_CHUNK_ROWS), 0)
+                  for i in range(0, share.num_rows, DECODED_CHUNK_ROWS))
+        folded = segments_fold()
+        for decoded, _ in gathered(chunks, GATHER_ROWS):
             chunk_counters, chunk_partials, chunk_segments = chunk_parts(
-                signal_rows(share.slice(i, GATHER_ROWS)), signals)
+                signal_rows(decoded), signals)
             counters.append(chunk_counters.select(SAMPLE_COLUMNS))
             partials.append(chunk_partials)
             if fold:
