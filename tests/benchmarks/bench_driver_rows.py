@@ -58,9 +58,12 @@ from streaming.signals.incremental import (  # noqa: E402
     chunk_parts,
 )
 from streaming.signals.spans import touched_spans  # noqa: E402
-from streaming.simulate.model import ClusterModel  # noqa: E402
 from tests.benchmarks.bench_decode import T0, batches  # noqa: E402
-from tests.benchmarks.bench_pipeline import PARTITIONS, single_sample_messages  # noqa: E402
+from tests.benchmarks.bench_pipeline import (  # noqa: E402
+    PARTITIONS,
+    fleet_model,
+    single_sample_messages,
+)
 
 RESULTS = Path(__file__).resolve().parent / "results" / "driver-rows.json"
 FLEET_RESULTS = RESULTS.with_name("driver-rows-fleet.json")
@@ -164,8 +167,7 @@ def main() -> None:
                              "factor 3) instead of bench_pipeline's 6 brokers")
     args = parser.parse_args()
     catalog = load_catalog()
-    model = None if args.fleet is None else ClusterModel(
-        "fleet", list(range(1, args.fleet[0] + 1)), {"orders": args.fleet[1]})
+    model = fleet_model(args.fleet)
     records = batches(single_sample_messages(args.samples, T0 - 1800, model))
     decoded = [pa.Table.from_batches([decode_record_batch(b, CONTEXT, catalog)])
                for b in records]

@@ -82,6 +82,15 @@ def bench_model() -> ClusterModel:
     return ClusterModel("bench", [1, 2, 3, 4, 5, 6], {"orders": 120, "payments": 60})
 
 
+def fleet_model(fleet: list[int] | None) -> ClusterModel | None:
+    """`--fleet BROKERS PARTITIONS` as a model (replication factor 3, one topic), or None
+    for bench_model's."""
+    if fleet is None:
+        return None
+    brokers, partitions = fleet
+    return ClusterModel("fleet", list(range(1, brokers + 1)), {"orders": partitions})
+
+
 def single_sample_stream(count: int, start: float, model: ClusterModel | None = None
                          ) -> Iterator[tuple[bytes, bytes]]:
     """Scrapes of `model` (bench_model's by default), one sample per message, event time
@@ -496,8 +505,7 @@ def driver_cost_split(runs: list[dict[str, Any]]) -> dict[str, float]:
 
 
 def compare_caps(args: argparse.Namespace) -> None:
-    model = None if args.fleet is None else ClusterModel(
-        "fleet", list(range(1, args.fleet[0] + 1)), {"orders": args.fleet[1]})
+    model = fleet_model(args.fleet)
     runs: list[dict[str, Any]] = []
     with prefilled_topic(args.messages, model) as topic, \
             job_session(topic.broker.bootstrap) as spark:

@@ -12,7 +12,10 @@ tasks and how long; per-step seconds show what stays on the driver.
 
     .venv/bin/python tests/benchmarks/bench_scaleout.py --messages 300000
 Writes tests/benchmarks/results/scaleout.json (scaleout-driver.json with `--writers
-driver`); prints the ratio last. `--writers` picks delta.bronze_writers (default
+driver`); prints the ratio last. `--fleet 300 40000` runs over a 300-broker fleet's scrapes
+instead (40,000 partitions: nearly every sample a replica's NumLogSegments, a scrape round
+129k samples, so a batch holds one or a few windows, a live stream's density) and writes
+scaleout-fleet.json. `--writers` picks delta.bronze_writers (default
 read_tasks: the executors write bronze and send partials).
 
 Each process's CPU a sample (tests/benchmarks/proctree.role_of: the driver's Python and
@@ -42,7 +45,12 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from streaming.testbed.kafka import create_topic, free_port, metrics_cluster  # noqa: E402
-from tests.benchmarks.bench_pipeline import full_job, prefill, single_sample_messages  # noqa: E402
+from tests.benchmarks.bench_pipeline import (  # noqa: E402
+    fleet_model,
+    full_job,
+    prefill,
+    single_sample_stream,
+)
 from tests.spark_cluster import StandaloneCluster, driver_ui_conf, executors  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "scaleout.json"
@@ -89,16 +97,19 @@ def main() -> None:
     parser.add_argument("--cap", type=int, default=50_000, help="maxOffsetsPerTrigger")
     parser.add_argument("--writers", choices=("driver", "read_tasks"), default="read_tasks",
                         help="delta.bronze_writers")
+    parser.add_argument("--fleet", type=int, nargs=2, metavar=("BROKERS", "PARTITIONS"),
+                        help="the scrapes of a fleet of this many brokers and partitions "
+                             "(replication factor 3) instead of the 6-broker one; writes "
+                             "scaleout-fleet.json")
     args = parser.parse_args()
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"  # the driver in this process: loopback, like the cluster
-    messages = single_sample_messages(args.messages, time.time() - 3600)
-    size = sum(len(v) for _, v in messages) / len(messages)
     total = args.messages
     work = Path(tempfile.mkdtemp(prefix="kh-scaleout-"))
     with metrics_cluster() as broker, StandaloneCluster(work / "cluster") as cluster:
         topic = "bench-scaleout"
         create_topic(broker.bootstrap, topic, partitions=args.partitions)
-        prefill(broker.bootstrap, topic, messages, partitions=args.partitions)
+        size = prefill(broker.bootstrap, topic, single_sample_stream(
+            total, time.time() - 3600, fleet_model(args.fleet)), partitions=args.partitions)
         cluster.start(workers=1)
         one = run_on(cluster, 1, broker.bootstrap, topic, total, args.cap, args.writers)
         cluster.add_worker()
@@ -111,10 +122,14 @@ def main() -> None:
         "cluster": "Spark standalone on loopback, workers of 1 core and 1 GB each; driver here",
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
         "writers": args.writers,
+        "fleet": None if args.fleet is None else {"brokers": args.fleet[0],
+                                                  "partitions": args.fleet[1]},
         "executors_1": one, "executors_2": two, "ratio": ratio,
         "projection": projection(two),
     }
-    out = RESULTS if args.writers == "read_tasks" else RESULTS.with_name("scaleout-driver.json")
+    out = RESULTS.with_name(
+        "scaleout-fleet.json" if args.fleet else
+        "scaleout.json" if args.writers == "read_tasks" else "scaleout-driver.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2))
     for label, run in (("1 executor ", one), ("2 executors", two)):
