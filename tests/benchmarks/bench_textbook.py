@@ -336,8 +336,11 @@ def marker_latency(bootstrap: str, topic: str, table: str, cluster: str,
             settle_until = time.time() + SETTLE_SECONDS
         delta.update_incremental()
         at = time.time()  # the version just loaded holds every MERGE committed before now
-        rows = delta.to_pyarrow_table(columns=["window_start", "under_min_isr_max"],
-                                      filters=[("cluster", "=", cluster)])
+        # filtered here, not by the scan: with deltalake 1.6.6 and pyarrow 26 the scan's
+        # filter on this delta-spark table fails (no "equal" kernel for string and
+        # string_view)
+        rows = delta.to_pyarrow_table(columns=["cluster", "window_start", "under_min_isr_max"])
+        rows = rows.filter(pc.equal(pc.cast(rows["cluster"], pa.string()), cluster))
         starts = pc.cast(rows["window_start"], pa.int64()).to_pylist()  # microseconds
         window_max = {start // 1_000_000: value for start, value in zip(
             starts, rows["under_min_isr_max"].to_pylist(), strict=True)
