@@ -48,12 +48,13 @@ fi
 stamp=".venv/.kafka-health-installed"
 extras=""
 [ "${1:-}" = "--test" ] && extras="[test]"
-want="$(sha1sum pyproject.toml | cut -d' ' -f1)$extras"
+# the ranges in pyproject.toml, and the one tested set within them (deploy/constraints.txt)
+want="$(cat pyproject.toml deploy/constraints.txt | sha1sum | cut -d' ' -f1)$extras"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   # pip's and the build backend's chatter goes to a log, shown only when the install fails
   pip_log="$(mktemp)"
   if ! { .venv/bin/python -m pip install --quiet --upgrade pip \
-         && .venv/bin/python -m pip install --quiet -e ".$extras"; } >"$pip_log" 2>&1; then
+         && .venv/bin/python -m pip install --quiet -c deploy/constraints.txt -e ".$extras"; } >"$pip_log" 2>&1; then
     cat "$pip_log" >&2
     echo "bootstrap.sh: installing the Python packages failed (pip's output above)" >&2
     rm -f "$pip_log"
