@@ -360,9 +360,12 @@ def chunk_parts(samples: pa.Table, config: SignalsConfig
     samples (all of `samples`' columns), whose increases need their series' predecessors
     (held on the driver), and the partials and segments of every other sample, which need
     nothing from other chunks or batches. OpenWindows.update_parts takes them."""
-    known = samples.filter(pc.is_valid(samples["metric"]))
+    # A filter copies every column it keeps: none when every metric is known (signal_rows'
+    # output), and the gauges' columns are selected before theirs.
+    known = samples if samples["metric"].null_count == 0 else samples.filter(
+        pc.is_valid(samples["metric"]))
     is_counter = pc.fill_null(pc.equal(known["kind"], "counter"), False)
-    gauges = known.filter(pc.invert(is_counter)).select(SAMPLE_COLUMNS)
+    gauges = known.select(SAMPLE_COLUMNS).filter(pc.invert(is_counter))
     partials, segments = signal_partials(prepared(gauges, config), config)
     return known.filter(is_counter), partials, segments
 
