@@ -68,7 +68,7 @@ from streaming.simulate.model import ClusterModel  # noqa: E402
 from streaming.simulate.samples import broker_samples  # noqa: E402
 from streaming.source.kafka_python import CHUNK, KafkaStreamReader, reader_config  # noqa: E402
 from streaming.testbed.kafka import create_topic, metrics_cluster  # noqa: E402
-from tests.benchmarks.proctree import cpu_by_role, tree_cpu_seconds  # noqa: E402
+from tests.benchmarks.proctree import job_cpu_seconds, tree_cpu_seconds  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "pipeline.json"
 ENGINE_RESULTS = RESULTS.with_name("pipeline-engines.json")
@@ -224,8 +224,8 @@ def rate_figures(first_end: float, last_end: float, after_first: int,
                  cpu: list[dict[str, float]],
                  roles: list[dict[str, float]] | None = None) -> dict[str, Any]:
     """Samples/s from the first batch's end to the last's, and the process tree's CPU over
-    the same span (`cpu`: tree_cpu_seconds at each batch's end; `roles`: cpu_by_role
-    there). On 2 cores samples/s can be at most 2 / (CPU seconds a sample)."""
+    the same span (`cpu` and `roles`: job_cpu_seconds per kind and per role at each
+    batch's end). On 2 cores samples/s can be at most 2 / (CPU seconds a sample)."""
     span = max(last_end - first_end, 1e-9)
     figures = {"records_after_first_batch": after_first, "seconds": last_end - first_end,
                "samples_per_s": after_first / span,
@@ -283,8 +283,9 @@ def full_job(bootstrap: str, topic: str, total: int, cap: int,
             progress = job.query.lastProgress
             if progress and (not batches or progress["batchId"] != batches[-1][0][0]):
                 batches.append(((progress["batchId"], time.time()), records_in(progress)))
-                cpu.append(tree_cpu_seconds(os.getpid()))
-                roles.append(cpu_by_role(os.getpid()))
+                kinds, by_role = job_cpu_seconds(os.getpid())
+                cpu.append(kinds)
+                roles.append(by_role)
             if not job.query.isActive:
                 raise SystemExit(f"query stopped: {job.query.exception()}")
             time.sleep(0.2)

@@ -70,7 +70,7 @@ from tests.benchmarks.bench_pipeline import (  # noqa: E402
     records_in,
     single_sample_stream,
 )
-from tests.benchmarks.proctree import tree_cpu_seconds  # noqa: E402
+from tests.benchmarks.proctree import job_cpu_seconds  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "textbook.json"
 UNDER_MIN_ISR = "kafka.server:type=ReplicaManager,name=UnderMinIsrPartitionCount"
@@ -198,7 +198,7 @@ def textbook_job(conn: Any, bootstrap: str, topic: str, total: int, cap: int,
                     continue
                 seen.add(progress["batchId"])
                 batches.append((progress["batchId"], time.time(), records_in(progress)))
-                cpu.append(tree_cpu_seconds(os.getpid()))
+                cpu.append(job_cpu_seconds(os.getpid())[0])
                 durations.append(dict(json.loads(progress.json)["durationMs"]))
             if not query.isActive:
                 raise SystemExit(f"textbook query stopped: {query.exception()}")

@@ -18,6 +18,7 @@ import ctypes
 import os
 import platform
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,14 +64,31 @@ def role_of(process: Process, root_pid: int) -> str:
     return "driver-jvm"  # local[N]: the executors' task threads run in it too
 
 
-def cpu_by_role(root_pid: int) -> dict[str, float]:
-    """CPU seconds so far per role_of below root_pid (inclusive), and the total."""
-    out: dict[str, float] = {}
+# Where the watching thread's own CPU is reported, apart from the job's and its total.
+WATCHER = "benchmark-thread"
+
+
+def job_cpu_seconds(root_pid: int) -> tuple[dict[str, float], dict[str, float]]:
+    """The job's CPU seconds so far below root_pid (inclusive, the calling process), per
+    process kind and per role_of, each with its total, from one reading of /proc.
+
+    The calling thread's own CPU is taken out of the driver's Python: the benchmarks call
+    this from the thread that watches the query, which the job never runs on, and that
+    thread's polling of the query's progress and its readings of /proc (every process on
+    the machine, twice a batch before) are the measurement's, not the job's. It is kept
+    apart under WATCHER."""
+    watcher = time.thread_time()
+    kinds: dict[str, float] = {}
+    roles: dict[str, float] = {}
     for process in process_tree(root_pid):
+        kinds[process.kind] = kinds.get(process.kind, 0.0) + process.cpu_seconds
         role = role_of(process, root_pid)
-        out[role] = out.get(role, 0.0) + process.cpu_seconds
-    out["total"] = sum(out.values())
-    return out
+        roles[role] = roles.get(role, 0.0) + process.cpu_seconds
+    for figures, driver in ((kinds, "python-driver"), (roles, "driver-python")):
+        figures[driver] = figures.get(driver, 0.0) - watcher
+        figures["total"] = sum(figures.values())
+        figures[WATCHER] = watcher
+    return kinds, roles
 
 
 def process_tree(root_pid: int) -> list[Process]:
