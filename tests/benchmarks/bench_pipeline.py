@@ -282,7 +282,15 @@ def full_job(bootstrap: str, topic: str, total: int, cap: int,
         while sum(rows for _, rows in batches) < total:
             progress = job.query.lastProgress
             if progress and (not batches or progress["batchId"] != batches[-1][0][0]):
-                batches.append(((progress["batchId"], time.time()), records_in(progress)))
+                ended = time.time()
+                seen = batches[-1][0][0] if batches else None
+                if seen is not None and progress["batchId"] > seen + 1:
+                    # batches that ended within one poll: lastProgress shows only the
+                    # newest, and without their records the loop would never end
+                    batches += [((p["batchId"], ended), records_in(p))
+                                for p in job.query.recentProgress
+                                if seen < p["batchId"] < progress["batchId"]]
+                batches.append(((progress["batchId"], ended), records_in(progress)))
                 kinds, by_role = job_cpu_seconds(os.getpid())
                 cpu.append(kinds)
                 roles.append(by_role)
