@@ -75,8 +75,7 @@ def job_cpu_seconds(root_pid: int) -> tuple[dict[str, float], dict[str, float]]:
     The calling thread's own CPU is taken out of the driver's Python: the benchmarks call
     this from the thread that watches the query, which the job never runs on, and that
     thread's polling of the query's progress and its readings of /proc (every process on
-    the machine, twice a batch before) are the measurement's, not the job's. It is kept
-    apart under WATCHER."""
+    the machine) are the measurement's, not the job's. It is kept apart under WATCHER."""
     watcher = time.thread_time()
     kinds: dict[str, float] = {}
     roles: dict[str, float] = {}
