@@ -195,6 +195,14 @@ WINDOW_AGGREGATIONS = (("window_end", "max"), ([], "count_all"), ("ts", "max"))
 SEGMENT_KEYS = (*PARTIAL_KEYS, "labels_key")
 
 
+def known_metrics(samples: pa.Table) -> pa.Table:
+    """The samples whose metric the catalog knows. A filter copies every column it keeps,
+    so none is made when all are known (what signal_rows sends)."""
+    if samples["metric"].null_count == 0:
+        return samples
+    return samples.filter(pc.is_valid(samples["metric"]))
+
+
 def prepared(samples: pa.Table, config: SignalsConfig, priors: pa.Table | None = None
              ) -> pa.Table:
     """Known samples with counter deltas and their window, in (ts, offset) order.
@@ -205,8 +213,7 @@ def prepared(samples: pa.Table, config: SignalsConfig, priors: pa.Table | None =
     go back to their rows by index, so the whole table (its labels maps the costliest
     column) is copied once, by the final sort, not by filters and a concatenation.
     """
-    known = samples if samples["metric"].null_count == 0 else samples.filter(
-        pc.is_valid(samples["metric"]))
+    known = known_metrics(samples)
     is_counter = pc.fill_null(pc.equal(known["kind"], "counter"), False)
     counters = known.filter(is_counter)
     rows = np.flatnonzero(is_counter.to_numpy(zero_copy_only=False))

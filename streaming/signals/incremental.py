@@ -40,6 +40,7 @@ from streaming.signals.broker import (
     SEGMENT_KEYS,
     SKIP_NULLS,
     finalize,
+    known_metrics,
     prepared,
     series_keys,
     signal_partials,
@@ -360,11 +361,9 @@ def chunk_parts(samples: pa.Table, config: SignalsConfig
     samples (all of `samples`' columns), whose increases need their series' predecessors
     (held on the driver), and the partials and segments of every other sample, which need
     nothing from other chunks or batches. OpenWindows.update_parts takes them."""
-    # A filter copies every column it keeps: none when every metric is known (signal_rows'
-    # output), and the gauges' columns are selected before theirs.
-    known = samples if samples["metric"].null_count == 0 else samples.filter(
-        pc.is_valid(samples["metric"]))
+    known = known_metrics(samples)
     is_counter = pc.fill_null(pc.equal(known["kind"], "counter"), False)
+    # selected before the filter, which copies every column it keeps
     gauges = known.select(SAMPLE_COLUMNS).filter(pc.invert(is_counter))
     partials, segments = signal_partials(prepared(gauges, config), config)
     return known.filter(is_counter), partials, segments
