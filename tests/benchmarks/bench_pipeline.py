@@ -220,6 +220,19 @@ def per_sample(cpu: list[dict[str, float]], samples: int) -> dict[str, float]:
             for kind in cpu[-1]}
 
 
+def finished_since(query: Any, after: int | None) -> list[Any]:
+    """The progress of the query's batches that ended after batch `after` (every one kept,
+    with None), oldest first. lastProgress shows only the newest, so when batches ended
+    within one poll the rest come from recentProgress (which converts every progress it
+    keeps, so only then); without their records a run would wait for them forever."""
+    newest = query.lastProgress
+    if newest is None or (after is not None and newest["batchId"] <= after):
+        return []
+    if after is not None and newest["batchId"] == after + 1:
+        return [newest]
+    return [p for p in query.recentProgress if after is None or p["batchId"] > after]
+
+
 def rate_figures(first_end: float, last_end: float, after_first: int,
                  cpu: list[dict[str, float]],
                  roles: list[dict[str, float]] | None = None) -> dict[str, Any]:
@@ -280,17 +293,10 @@ def full_job(bootstrap: str, topic: str, total: int, cap: int,
         cpu: list[dict[str, float]] = []  # process tree CPU seconds at each batch's end
         roles: list[dict[str, float]] = []  # the same per role (driver, executors, ...)
         while sum(rows for _, rows in batches) < total:
-            progress = job.query.lastProgress
-            if progress and (not batches or progress["batchId"] != batches[-1][0][0]):
-                ended = time.time()
-                seen = batches[-1][0][0] if batches else None
-                if seen is not None and progress["batchId"] > seen + 1:
-                    # batches that ended within one poll: lastProgress shows only the
-                    # newest, and without their records the loop would never end
-                    batches += [((p["batchId"], ended), records_in(p))
-                                for p in job.query.recentProgress
-                                if seen < p["batchId"] < progress["batchId"]]
-                batches.append(((progress["batchId"], ended), records_in(progress)))
+            ended = finished_since(job.query, batches[-1][0][0] if batches else None)
+            if ended:
+                at = time.time()
+                batches += [((p["batchId"], at), records_in(p)) for p in ended]
                 kinds, by_role = job_cpu_seconds(os.getpid())
                 cpu.append(kinds)
                 roles.append(by_role)

@@ -64,6 +64,7 @@ from streaming.config import SignalsConfig  # noqa: E402
 from streaming.testbed.kafka import create_topic, metrics_cluster  # noqa: E402
 from tests.benchmarks.bench_pipeline import (  # noqa: E402
     PARTITIONS,
+    finished_since,
     full_job,
     prefill,
     rate_figures,
@@ -187,16 +188,11 @@ def textbook_job(conn: Any, bootstrap: str, topic: str, total: int, cap: int,
     try:
         query = start_textbook(spark, bootstrap, topic, cap, str(Path(work) / "delta" / "signals"),
                                config.spark.checkpoint, config.signals)
-        seen: set[int] = set()
         batches: list[tuple[int, float, int]] = []  # (batch id, noticed at, records)
         cpu: list[dict[str, float]] = []
         durations: list[dict[str, int]] = []
         while sum(rows for _, _, rows in batches) < total:
-            # recentProgress, not lastProgress: two batches ending within one poll both count
-            for progress in query.recentProgress:
-                if progress["batchId"] in seen:
-                    continue
-                seen.add(progress["batchId"])
+            for progress in finished_since(query, batches[-1][0] if batches else None):
                 batches.append((progress["batchId"], time.time(), records_in(progress)))
                 cpu.append(job_cpu_seconds(os.getpid())[0])
                 durations.append(dict(json.loads(progress.json)["durationMs"]))

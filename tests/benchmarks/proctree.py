@@ -19,6 +19,7 @@ import os
 import platform
 import re
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,17 +78,23 @@ def job_cpu_seconds(root_pid: int) -> tuple[dict[str, float], dict[str, float]]:
     thread's polling of the query's progress and its readings of /proc (every process on
     the machine) are the measurement's, not the job's. It is kept apart under WATCHER."""
     watcher = time.thread_time()
-    kinds: dict[str, float] = {}
-    roles: dict[str, float] = {}
-    for process in process_tree(root_pid):
-        kinds[process.kind] = kinds.get(process.kind, 0.0) + process.cpu_seconds
-        role = role_of(process, root_pid)
-        roles[role] = roles.get(role, 0.0) + process.cpu_seconds
+    processes = process_tree(root_pid)
+    kinds = _totals((p.kind, p.cpu_seconds) for p in processes)
+    roles = _totals((role_of(p, root_pid), p.cpu_seconds) for p in processes)
     for figures, driver in ((kinds, "python-driver"), (roles, "driver-python")):
         figures[driver] = figures.get(driver, 0.0) - watcher
-        figures["total"] = sum(figures.values())
+        figures["total"] -= watcher
         figures[WATCHER] = watcher
     return kinds, roles
+
+
+def _totals(pairs: Iterable[tuple[str, float]]) -> dict[str, float]:
+    """The values summed per key, and the total."""
+    out: dict[str, float] = {}
+    for key, value in pairs:
+        out[key] = out.get(key, 0.0) + value
+    out["total"] = sum(out.values())
+    return out
 
 
 def process_tree(root_pid: int) -> list[Process]:
@@ -123,11 +130,7 @@ def process_tree(root_pid: int) -> list[Process]:
 
 def per_kind(root_pid: int, measure: str) -> dict[str, float]:
     """A Process field (rss_mb, cpu_seconds) summed per process kind, and the total."""
-    out: dict[str, float] = {}
-    for process in process_tree(root_pid):
-        out[process.kind] = out.get(process.kind, 0.0) + getattr(process, measure)
-    out["total"] = sum(out.values())
-    return out
+    return _totals((p.kind, getattr(p, measure)) for p in process_tree(root_pid))
 
 
 def tree_rss_mb(root_pid: int) -> dict[str, float]:
