@@ -280,6 +280,14 @@ class DeltaConfig:
     # Files unreferenced for longer are removed by the vacuum: readers of an older version
     # (a report running meanwhile) keep working for this long.
     vacuum_retain_hours: int = 24
+    # How long each table's Delta log keeps a commit (delta.logRetentionDuration, set on
+    # the tables the job opens): each delta-rs commit costs more the more commit files the
+    # log holds, and at a commit a batch Delta's own 30 days would slow the job by the hour
+    # (docs/performance.md). Checkpoints hold the tables' state and the batches' app
+    # transactions; what a shorter log loses is time travel to older versions, and a
+    # Delta stream reading a table must not fall further behind than this. delta-rs only:
+    # Spark's Delta refuses a log retention shorter than the deleted files' (7 days).
+    log_retention_minutes: float = 2.0
     # delta-rs storage options for a remote delta.path, in delta-rs' own names: for S3
     # AWS_ENDPOINT_URL, AWS_REGION, AWS_ACCESS_KEY_ID, AWS_ALLOW_HTTP, AWS_S3_LOCKING_PROVIDER,
     # ...; a secret value (AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN) goes under
@@ -300,6 +308,9 @@ class DeltaConfig:
         if not self.signals_every_seconds >= 0:
             raise ConfigError(f"{path}.signals_every_seconds must be >= 0 (0: a round of "
                               "signal writes as soon as a batch is handed over)")
+        if not self.log_retention_minutes >= 1:
+            raise ConfigError(f"{path}.log_retention_minutes must be >= 1 (minutes the "
+                              "tables' Delta logs keep a commit)")
         if not self.retention_every_seconds > 0 or self.vacuum_retain_hours < 0:
             raise ConfigError(f"{path}.retention_every_seconds must be > 0 and "
                               f"{path}.vacuum_retain_hours >= 0")

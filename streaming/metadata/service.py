@@ -60,7 +60,8 @@ class MetadataService:
             for name, cluster in clusters.items()}
         rules = load_rules()
         store = MetadataStore(self.config.delta.path, app_id, rules,
-                              storage_options=storage_options, engine=self.config.delta.engine)
+                              storage_options=storage_options, engine=self.config.delta.engine,
+                              log_retention_minutes=self.config.delta.log_retention_minutes)
         self.handler = PollHandler(store, self.exporter, rules, self.board)
         self.pollers = [self.poller_factory(name, client, settings, on_poll=self.handler)
                         for name, client in client_configs.items()]

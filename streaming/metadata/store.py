@@ -51,9 +51,10 @@ class MetadataStore:
 
     def __init__(self, root: str, app_id: str, rules: AuditRules | None = None,
                  storage_options: Mapping[str, str] | None = None,
-                 engine: str = "delta-rs") -> None:
+                 engine: str = "delta-rs", log_retention_minutes: float | None = None) -> None:
         self.root = root
         self.engine = engine  # delta.engine
+        self.log_retention_minutes = log_retention_minutes  # delta.log_retention_minutes
         self.app_id = app_id
         self.storage_options = storage_options
         self.rules = rules or load_rules()
@@ -68,7 +69,7 @@ class MetadataStore:
         if key not in self._tables:
             self._tables[key] = open_table(self.engine, self.root, name,
                                            f"{self.app_id}:metadata:{cluster}",
-                                           self.storage_options)
+                                           self.storage_options, self.log_retention_minutes)
         return self._tables[key]
 
     def _version(self, table: DeltaSink, cluster: str, at: datetime) -> int:

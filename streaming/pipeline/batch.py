@@ -109,11 +109,13 @@ class BatchProcessor:
         self.app_id = app_id
         delta = self.config.delta
         storage = delta.storage()
-        self.tables = open_tables(delta.path, app_id, storage, delta.engine)
+        self.tables = open_tables(delta.path, app_id, storage, delta.engine,
+                                  delta.log_retention_minutes)
         # Poison records leave bronze and enter quarantine in transactions of their own: the
         # failed attempt may have committed the batch's own already.
         self.poison_tables = {name: open_table(delta.engine, delta.path, name,
-                                               f"{app_id}:poison", storage)
+                                               f"{app_id}:poison", storage,
+                                               delta.log_retention_minutes)
                               for name in ("bronze", "quarantine")}
         self.stages = SignalStages(self.config, self.exporter, self.tables, self.causes)
 

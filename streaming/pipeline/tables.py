@@ -20,11 +20,14 @@ TABLES = ("bronze", "quarantine", "broker_signals", "cluster_signals", "incident
 
 def open_tables(delta_root: str, app_id: str,
                 storage_options: Mapping[str, str] | None = None,
-                engine: str = "delta-rs") -> dict[str, DeltaSink]:
+                engine: str = "delta-rs",
+                log_retention_minutes: float | None = None) -> dict[str, DeltaSink]:
     """Every table of the job (the pipeline's created when missing, the pollers' never),
     writing in transactions of `app_id` with `engine` (delta.engine); `storage_options`
-    reach a remote root for delta-rs (delta.storage_options with its secrets)."""
-    tables = {name: open_table(engine, delta_root, name, app_id, storage_options)
+    reach a remote root for delta-rs (delta.storage_options with its secrets);
+    `log_retention_minutes` is delta.log_retention_minutes."""
+    tables = {name: open_table(engine, delta_root, name, app_id, storage_options,
+                               log_retention_minutes)
               for name in TABLES}
     for name, table in tables.items():
         if name not in POLLER_TABLES:

@@ -76,11 +76,28 @@ def key_ranges(schema: pa.Schema, data: pa.Table, keys: list[str]) -> list[KeyRa
     return ranges
 
 
+LOG_RETENTION = "delta.logRetentionDuration"
+
+
+def log_retention_property(minutes: float) -> str:
+    """delta.logRetentionDuration's value for `minutes` (config delta.log_retention_minutes).
+
+    Why the job sets it: Delta keeps a file per commit in `_delta_log` until the retention
+    has passed and a checkpoint covers it, 30 days unless set, and each commit of delta-rs
+    costs more the more files that folder holds (docs/performance.md, "A commit against
+    the length of the Delta log"). At a commit a batch the default makes the job slower by the
+    hour; a short retention keeps the folder at a few hundred files. Checkpoints hold the
+    table's state, so no reader of the newest version needs the older commits.
+    """
+    return f"interval {max(1, round(minutes * 60))} seconds"
+
+
 class DeltaSink(ABC):
     """One table named `name` under `root` (a path or a URL), written in the transactions
     of `app_id`, with the schema, keys and partitioning of metrics_schemas/tables.yaml."""
 
-    def __init__(self, root: str, name: str, app_id: str) -> None:
+    def __init__(self, root: str, name: str, app_id: str,
+                 log_retention_minutes: float | None = None) -> None:
         self.name = name
         self.path = join(str(root), name)
         self.app_id = f"{app_id}:{name}"
@@ -90,6 +107,9 @@ class DeltaSink(ABC):
         self.keys: list[str] = spec.get("keys", [])
         # The engine's metrics of the latest MERGE (rows and files scanned, written, ...)
         self.last_merge: dict[str, Any] = {}
+        # delta.logRetentionDuration the table is held to (None: leave the table's own)
+        self.log_retention = (None if log_retention_minutes is None
+                              else log_retention_property(log_retention_minutes))
 
     # -- the engine's part -------------------------------------------------------------
 

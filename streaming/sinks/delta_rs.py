@@ -18,7 +18,13 @@ from deltalake.schema import Field
 from deltalake.transaction import AddAction
 
 from streaming.locations import is_local, local_path
-from streaming.sinks.base import DROP_COLUMN, DeltaSink, PartitionFilters, key_ranges
+from streaming.sinks.base import (
+    DROP_COLUMN,
+    LOG_RETENTION,
+    DeltaSink,
+    PartitionFilters,
+    key_ranges,
+)
 from streaming.sinks.predicates import Filter, arrow_filter
 from streaming.sinks.task_files import TaskFile
 
@@ -28,8 +34,9 @@ class DeltaRsTable(DeltaSink):
     `storage_options` are delta-rs' (config `delta.storage_options` with its secrets)."""
 
     def __init__(self, root: str, name: str, app_id: str,
-                 storage_options: Mapping[str, str] | None = None) -> None:
-        super().__init__(root, name, app_id)
+                 storage_options: Mapping[str, str] | None = None,
+                 log_retention_minutes: float | None = None) -> None:
+        super().__init__(root, name, app_id, log_retention_minutes)
         self.storage_options = dict(storage_options) if storage_options else None
         self._table: DeltaTable | None = None
 
@@ -39,15 +46,19 @@ class DeltaRsTable(DeltaSink):
         if self._table is not None:
             self._table.update_incremental()
             return self._table
+        properties = {LOG_RETENTION: self.log_retention} if self.log_retention else {}
         try:
-            self._table = DeltaTable(self.path, storage_options=self.storage_options)
+            table = DeltaTable(self.path, storage_options=self.storage_options)
+            if properties and table.metadata().configuration.get(LOG_RETENTION) != self.log_retention:
+                table.alter.set_table_properties(properties)
         except TableNotFoundError:
             if is_local(self.path):  # an object store has no folders to make
                 Path(local_path(self.path)).mkdir(parents=True, exist_ok=True)
-            self._table = DeltaTable.create(self.path, self.schema,
-                                            partition_by=self.partition_by, mode="ignore",
-                                            storage_options=self.storage_options)
-        return self._table
+            table = DeltaTable.create(self.path, self.schema, partition_by=self.partition_by,
+                                      mode="ignore", configuration=properties or None,
+                                      storage_options=self.storage_options)
+        self._table = table
+        return table
 
     def exists(self) -> bool:
         return self._table is not None or DeltaTable.is_deltatable(

@@ -136,13 +136,21 @@ def scenario(engine: str, open_: Opener) -> dict[str, Any]:
         "unexpected_count": 0, "rows_checked": 12}]), 0)
     facts["transactions"] = {name: open_(name, "app").transaction_version()
                              for name in TABLES}
+    # delta.log_retention_minutes (delta-rs only): held on a table made without it, and
+    # set on a new one
+    root = str(Path(found.path).parent)
+    for name in ("incidents", "cluster_signals"):
+        open_table(engine, root, name, "app", log_retention_minutes=2).ensure()
+    facts["log_retention"] = {
+        name: DeltaTable(f"{root}/{name}").metadata().configuration.get(
+            "delta.logRetentionDuration") for name in ("incidents", "cluster_signals")}
     return facts
 
 
 def mixed(root: str) -> dict[str, Any]:
     """The two engines in turn on one root and app id: each sees the other's commits."""
-    def opener(engine: str) -> Opener:
-        return lambda name, app: open_table(engine, root, name, app)
+    def opener(engine: str) -> Opener:  # Spark writes to delta-rs' tables with a short log
+        return lambda name, app: open_table(engine, root, name, app, log_retention_minutes=2)
 
     rs, spark = opener("delta-rs"), opener("delta-spark")
     return {

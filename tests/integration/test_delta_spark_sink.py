@@ -54,6 +54,9 @@ def test_both_engines_write_once_per_batch_and_read_each_others_tables(tmp_path:
         assert mine["retention"] == {"bronze": 6, "quarantine": 1}, engine
         assert mine["transactions"] == {"bronze": 2, "quarantine": 0, "broker_signals": 1,
                                         "incidents": 1, "dq_results": 0}, engine
+    assert facts["delta-rs"]["log_retention"] == {"incidents": "interval 120 seconds",
+                                                  "cluster_signals": "interval 120 seconds"}
+    assert facts["delta-spark"]["log_retention"] == {"incidents": None, "cluster_signals": None}
     # Delta itself refuses a batch id already committed under the app id
     assert facts["delta-spark"]["bronze_replay_committed_nothing"]
     assert facts["delta-spark"]["merge_replay_committed_nothing"]

@@ -35,6 +35,8 @@ def test_wrong_type_and_bad_choice_are_named(tmp_path):
         load_config(write(tmp_path, "source:\n  engine: flink\n"), environ={})
     with pytest.raises(ConfigError, match=r"spark.stop_timeout_seconds: must be >= 0"):
         load_config(write(tmp_path, "spark:\n  stop_timeout_seconds: -1\n"), environ={})
+    with pytest.raises(ConfigError, match=r"delta.log_retention_minutes must be >= 1"):
+        load_config(write(tmp_path, "delta:\n  log_retention_minutes: 0.5\n"), environ={})
 
 
 def test_environment_overrides_a_nested_key(tmp_path):

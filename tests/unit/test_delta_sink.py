@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from datetime import UTC, datetime, timedelta
 
 import pyarrow as pa
@@ -71,3 +72,34 @@ def test_an_upsert_with_nothing_to_write_commits_no_version(tmp_path):
     everything = Scope(ds.field("window_start") >= pa.scalar(at, TS))
     assert table.upsert(rows(table, [], at, 1), batch_id=2, owned=everything)
     assert table.version() == version + 1 and table.read().num_rows == 0
+
+
+def test_log_retention_keeps_the_log_short_and_the_batches_transactions(tmp_path):
+    """With delta.log_retention_minutes the log's cleanup at each checkpoint removes the
+    expired commits, so the `_delta_log` folder stops growing with every batch, while the
+    app transactions (the checkpoints carry them) still mark old batches as written."""
+    plain = DeltaRsTable(str(tmp_path), "broker_signals", "app")
+    at = datetime.now(UTC).replace(microsecond=0)
+    assert plain.upsert(rows(plain, ["a"], at, 0), batch_id=0)
+    assert "delta.logRetentionDuration" not in plain.ensure().metadata().configuration
+
+    table = DeltaRsTable(str(tmp_path), "broker_signals", "app", log_retention_minutes=1)
+    assert table.ensure().metadata().configuration["delta.logRetentionDuration"] == \
+        "interval 60 seconds", "an existing table is held to the retention when opened"
+    log = tmp_path / "broker_signals" / "_delta_log"
+    an_hour_ago = datetime.now(UTC).timestamp() - 3600
+    batches = 250  # past two of delta-rs' checkpoints (every 100 commits)
+    for commit in log.glob("*.json"):
+        os.utime(commit, (an_hour_ago, an_hour_ago))
+    for batch in range(1, batches + 1):
+        assert table.upsert(rows(table, ["a"], at, batch), batch_id=batch)
+        # as if the commit were an hour old: past the retention when the next checkpoint's
+        # cleanup looks
+        os.utime(log / f"{table.version():020d}.json", (an_hour_ago, an_hour_ago))
+    commits = sorted(int(p.stem) for p in log.glob("*.json"))
+    assert commits[0] >= 99, f"expired commits were kept: the log starts at {commits[0]}"
+    assert len(list(log.iterdir())) < batches
+    reopened = DeltaRsTable(str(tmp_path), "broker_signals", "app")
+    assert reopened.committed(1) and reopened.committed(batches)
+    assert not reopened.upsert(rows(table, ["a"], at, 999), batch_id=5), "replayed batch"
+    assert reopened.read().column("samples").to_pylist() == [batches]
