@@ -17,15 +17,21 @@ import pyarrow as pa
 
 from streaming.headroom.model import (
     BOUND_ORDER,
+    SECONDS_PER_DAY,
     BrokerSnapshot,
+    Forecast,
     HeadroomConfig,
     broker_headroom,
+    growth_from_sums,
     make_config,
+    outlook,
     sorted_forecast,
 )
 from streaming.sinks.predicates import field
 
 TS = pa.timestamp("us", "UTC")
+# The running sums are int64: kept only while every sum stays below this.
+EXACT_BELOW = 2.0 ** 62
 
 
 def _int(value: Any) -> int | None:
@@ -37,49 +43,109 @@ class PartitionHistory:
 
     Why arrays and not a dict: every evaluated window forecasts from the broker's whole
     look-back (up to ~20,000 one-minute points), and a catch-up batch evaluates hundreds of
-    windows per broker. Rebuilding sorted arrays from a dict for each one costs more with
-    every point of history; kept sorted, a window is a binary search and a slice. The
-    forecast sees the same points in the same order.
+    windows per broker. Kept sorted, a window's look-back is a binary search, and running
+    sums of the points (x, y, x², xy: x in seconds since `_origin`, y the count) make its
+    least-squares slope a few differences of them: a pass over the look-back for each
+    window was most of the headroom stage (`docs/performance.md`). The points and sums sit
+    in buffers with room to spare, so the windows of a live stream, each after the newest,
+    are written in place; a late window or a full buffer rebuilds them.
+
+    int64 holds the sums exactly only while every x and y is whole and no sum can pass
+    EXACT_BELOW (a producer's partition count is not trusted); otherwise the forecast
+    passes over the points (`sorted_forecast`).
     """
 
     def __init__(self, points: dict[float, int] | None = None) -> None:
         ordered = sorted((points or {}).items())
-        self.times = np.array([t for t, _ in ordered], dtype=float)
-        self.counts = np.array([c for _, c in ordered], dtype=float)
+        self._rebuild(np.array([t for t, _ in ordered], dtype=float),
+                      np.array([c for _, c in ordered], dtype=float))
+
+    @property
+    def times(self) -> np.ndarray:
+        return self._times[self._lo:self._hi]
+
+    @property
+    def counts(self) -> np.ndarray:
+        return self._counts[self._lo:self._hi]
+
+    def _rebuild(self, times: np.ndarray, counts: np.ndarray) -> None:
+        """Fresh buffers holding these points, with room for as many again, and their sums."""
+        n = len(times)
+        room = max(16, 2 * n)
+        self._times, self._counts = np.empty(room), np.empty(room)
+        self._times[:n], self._counts[:n] = times, counts
+        self._lo, self._hi = 0, n
+        self._origin = float(times[0]) if n else 0.0
+        self._top_y = 0.0
+        self._sums = np.zeros((4, room + 1), np.int64)
+        self._exact = self._sum(0, n)
+
+    def _sum(self, first: int, end: int) -> bool:
+        """Extend the running sums over the buffer's points first..end-1; False when int64
+        could not hold them exactly."""
+        x, y = self._times[first:end] - self._origin, self._counts[first:end]
+        if not (np.all(np.isfinite(y)) and np.array_equal(x, np.floor(x))
+                and np.array_equal(y, np.floor(y))):
+            return False
+        top_x = float(x[-1]) if len(x) else 0.0
+        self._top_y = max(self._top_y, float(np.max(np.abs(y))) if len(y) else 0.0)
+        if (end * top_x * max(top_x, self._top_y, 1.0) >= EXACT_BELOW
+                or end * self._top_y >= EXACT_BELOW):
+            return False
+        whole_x, whole_y = x.astype(np.int64), y.astype(np.int64)
+        for row, values in enumerate((whole_x, whole_y, whole_x * whole_x, whole_x * whole_y)):
+            np.cumsum(values, out=self._sums[row, first + 1:end + 1])
+        self._sums[:, first + 1:end + 1] += self._sums[:, first:first + 1]
+        return True
 
     def put(self, at: float, partitions: int) -> None:
         """The count of the window starting at `at`; a window seen before is overwritten."""
-        i = int(np.searchsorted(self.times, at))
-        if i < len(self.times) and self.times[i] == at:
-            self.counts[i] = partitions
-        else:
-            self.times = np.insert(self.times, i, at)
-            self.counts = np.insert(self.counts, i, float(partitions))
+        self.put_many(np.array([at], float), np.array([partitions], float))
 
     def put_many(self, at: np.ndarray, partitions: np.ndarray) -> None:
         """`put` of each (at, partitions) in turn, in one pass over the history: a catch-up
-        batch brings hundreds of windows per broker, and each `put` copies the arrays."""
+        batch brings hundreds of windows per broker."""
         if len(at) > 1 and not bool(np.all(np.diff(at) > 0)):
             for one, count in zip(at.tolist(), partitions.tolist(), strict=True):
                 self.put(one, count)
             return
-        i = np.searchsorted(self.times, at)
-        seen = i < len(self.times)
-        seen[seen] = self.times[i[seen]] == at[seen]
-        self.counts[i[seen]] = partitions[seen]
-        self.times = np.insert(self.times, i[~seen], at[~seen])
-        self.counts = np.insert(self.counts, i[~seen], partitions[~seen].astype(float))
+        if (self._hi > self._lo and at[0] > self._times[self._hi - 1]
+                and self._hi + len(at) <= len(self._times)):
+            first, self._hi = self._hi, self._hi + len(at)
+            self._times[first:self._hi], self._counts[first:self._hi] = at, partitions
+            self._exact = self._exact and self._sum(first, self._hi)
+            return
+        times, counts = self.times, self.counts.copy()
+        i = np.searchsorted(times, at)
+        seen = i < len(times)
+        seen[seen] = times[i[seen]] == at[seen]
+        counts[i[seen]] = partitions[seen]
+        self._rebuild(np.insert(times, i[~seen], at[~seen]),
+                      np.insert(counts, i[~seen], partitions[~seen].astype(float)))
 
     def forget_before(self, horizon: float) -> None:
-        i = int(np.searchsorted(self.times, horizon))
-        if i:
-            self.times, self.counts = self.times[i:], self.counts[i:]
+        self._lo += int(np.searchsorted(self.times, horizon))
 
     def until(self, at: float) -> tuple[np.ndarray, np.ndarray]:
         """Times and counts at or before `at` (views, no copy): a late window is forecast
         from what preceded it."""
         k = int(np.searchsorted(self.times, at, side="right"))
         return self.times[:k], self.counts[:k]
+
+    def forecast(self, at: float, ceiling: int, config: HeadroomConfig) -> Forecast:
+        """`sorted_forecast` of the points at or before `at`."""
+        if not self._exact:
+            return sorted_forecast(*self.until(at), ceiling, config)
+        times = self.times
+        k = int(np.searchsorted(times, at, side="right"))
+        if k == 0:
+            return outlook(None, 0, None, ceiling)
+        start = int(np.searchsorted(
+            times, times[k - 1] - config.forecast_lookback_days * SECONDS_PER_DAY))
+        sx, sy, sxx, sxy = (int(row[self._lo + k]) - int(row[self._lo + start])
+                            for row in self._sums)
+        slope, used = growth_from_sums(k - start, sx, sy, sxx, sxy, config.forecast_min_points)
+        return outlook(slope, used, int(self.counts[k - 1]), ceiling)
 
 
 class HeadroomTracker:
@@ -125,7 +191,9 @@ class HeadroomTracker:
             per_broker.setdefault((row["cluster"], row["broker"]), []).append(row)
         for (cluster, broker), own in per_broker.items():
             self.config(cluster)  # a cluster seen first loads its history from the table
-            points = self.history.setdefault((cluster, broker), PartitionHistory())
+            points = self.history.get((cluster, broker))
+            if points is None:
+                points = self.history[(cluster, broker)] = PartitionHistory()
             points.put_many(np.array([r["window_start"].timestamp() for r in own]),
                             np.array([int(r["partition_count_last"]) for r in own]))
         out = [self._headroom_row(row, now) for row in rows]
@@ -145,8 +213,8 @@ class HeadroomTracker:
             open_fds=_int(row.get("open_fds_last")), max_fds=_int(row.get("max_fds_last")),
         )
         result = broker_headroom(snapshot, config)
-        outlook = sorted_forecast(*self.history[(cluster, broker)].until(at.timestamp()),
-                                  result.binding_ceiling, config)
+        ahead = self.history[(cluster, broker)].forecast(at.timestamp(),
+                                                           result.binding_ceiling, config)
         return {
             "cluster": cluster, "broker": broker, "evaluated_at": at,
             "partitions": float(snapshot.partitions), "leaders": float(snapshot.leaders),
@@ -159,7 +227,7 @@ class HeadroomTracker:
             "binding_ceiling": float(result.binding_ceiling),
             "headroom": float(result.headroom),
             "headroom_pct": result.headroom_pct,
-            "growth_per_day": outlook.slope_per_day,
-            "days_to_ceiling": outlook.days_to_ceiling,
+            "growth_per_day": ahead.slope_per_day,
+            "days_to_ceiling": ahead.days_to_ceiling,
             "updated_at": now,
         }

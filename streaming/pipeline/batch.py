@@ -31,7 +31,7 @@ from streaming.exporter import Exporter
 from streaming.metadata.board import CauseBoard
 from streaming.pipeline.identity_warning import DefaultedIdentity, defaulted_per_topic
 from streaming.pipeline.recovery import Pending, PendingMarker, owed_together
-from streaming.pipeline.signal_stages import SignalStages
+from streaming.pipeline.signal_stages import PERSIST_ROW_COLUMNS, SignalStages
 from streaming.pipeline.signals_writer import Owed, SignalsWriter, newest_rows
 from streaming.pipeline.stats import BatchStats, stopwatch
 from streaming.pipeline.tables import compact, open_tables
@@ -321,8 +321,8 @@ class BatchProcessor:
             failpoints.poisoned(owed.samples)
         together = owed_together([owed.pending for owed in group])
         held = newest_rows([owed.held for owed in group], BROKER_KEYS)
-        self.stages.persist(together.clusters, together.spans, newest, held, held.to_pylist(),
-                            timings)
+        self.stages.persist(together.clusters, together.spans, newest, held,
+                            held.select(PERSIST_ROW_COLUMNS).to_pylist(), timings)
         self.settle([owed.pending.batch_id for owed in group])
         if len(group) > 1:
             LOG.debug("batches %d-%d: signals written together", group[0].pending.batch_id,

@@ -42,6 +42,12 @@ from streaming.sinks.predicates import any_of, field
 
 LOG = logging.getLogger("kafka_health.signals")
 TS = pa.timestamp("us", "UTC")
+# The broker row columns persist() reads from its dicts (the views' check and headroom).
+# The signals writer converts only these: a catch-up round's thousands of rows as dicts of
+# every column, timestamps among them, cost three times as much.
+PERSIST_ROW_COLUMNS = ["cluster", "broker", "window_start", "last_sample_ts",
+                       "under_min_isr_last", "partition_count_last", "leader_count_last",
+                       "log_segments_last", "open_fds_last", "max_fds_last"]
 
 
 class SignalStages:
@@ -159,9 +165,10 @@ class SignalStages:
                 broker_rows: pa.Table, rows: list[dict], timings: dict[str, float],
                 recomputed: tuple[pa.Table, pa.Table, pa.Table, pa.Table] | None = None
                 ) -> None:
-        """The Delta side of paged broker rows (`rows` = `broker_rows` as dicts): their
-        MERGE, then cluster signals, headroom and incidents of the touched windows, and the
-        gauges that come from those. `batch_id` is the transaction id of every write."""
+        """The Delta side of paged broker rows (`rows` = `broker_rows` as dicts, at least
+        PERSIST_ROW_COLUMNS of them): their MERGE, then cluster signals, headroom and
+        incidents of the touched windows, and the gauges that come from those. `batch_id` is
+        the transaction id of every write."""
         cfg = self.config.signals
         exporter = self.exporter
         first, last = spans[0][0], spans[-1][1]

@@ -6,6 +6,7 @@ Sources are cited beside each default in metrics_schemas/headroom_defaults.yaml.
 from __future__ import annotations
 
 import shutil
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -414,6 +415,48 @@ def test_partition_history_keeps_time_order_through_late_and_repeated_windows() 
     assert [a.tolist() for a in history.until(100.0)] == [[0.0, 60.0], [10.0, 11.0]]  # not later
     history.forget_before(60.0)
     assert history.until(1e9)[0].tolist() == [60.0, 120.0, 180.0]
+
+
+@pytest.mark.parametrize("counts", ["whole", "fractional", "huge"])
+def test_partition_history_forecasts_as_a_pass_over_its_points(
+        config: HeadroomConfig, counts: str) -> None:
+    """The running sums give the slope a pass over the look-back gives, through windows in
+    order, late ones, repeats and forgotten ones; counts int64 could not sum exactly (a
+    fraction, a producer's absurd number) fall back to the pass itself."""
+    import numpy as np
+
+    from streaming.headroom.model import sorted_forecast
+    from streaming.headroom.stage import PartitionHistory
+
+    rng = np.random.default_rng(7)
+    lookback = replace(config, forecast_lookback_days=0.5, forecast_min_points=3)
+    history = PartitionHistory({0.0: 100})
+    newest, checked = 0.0, 0
+    for step in range(400):
+        if step % 50 == 49:  # a late window between held ones, or one seen again
+            at = float(60 * rng.integers(0, newest // 60 + 1))
+        else:
+            newest += 60.0 * int(rng.integers(1, 4))
+            at = newest
+        count = float(100 + step // 3 + int(rng.integers(0, 5)))
+        if counts == "fractional" and step == 200:
+            count += 0.5
+        if counts == "huge" and step == 200:
+            count = 1e18
+        history.put_many(np.array([at]), np.array([count]))
+        if step % 97 == 96:
+            history.forget_before(newest - 86_400 * 0.4)
+        for probe in (at, newest, at - 30.0):
+            got = history.forecast(probe, 5_000, lookback)
+            want = sorted_forecast(*history.until(probe), 5_000, lookback)
+            assert got.points_used == want.points_used
+            assert got.current_partitions == want.current_partitions
+            assert (got.slope_per_day is None) == (want.slope_per_day is None)
+            if want.slope_per_day is not None:
+                assert got.slope_per_day == pytest.approx(want.slope_per_day, rel=1e-9,
+                                                          abs=1e-9)
+                checked += 1
+    assert checked > 500
 
 
 def test_a_batch_evaluated_at_once_forecasts_as_one_window_after_the_other() -> None:
