@@ -32,6 +32,9 @@ from streaming.sinks.predicates import field
 TS = pa.timestamp("us", "UTC")
 # The running sums are int64: kept only while every sum stays below this.
 EXACT_BELOW = 2.0 ** 62
+# Points a column of running sums covers: 32 bytes of sums per BLOCK points, and at most
+# BLOCK - 1 points summed at each end of a look-back.
+BLOCK = 8
 
 
 def _int(value: Any) -> int | None:
@@ -44,11 +47,14 @@ class PartitionHistory:
     Why arrays and not a dict: every evaluated window forecasts from the broker's whole
     look-back (up to ~20,000 one-minute points), and a catch-up batch evaluates hundreds of
     windows per broker. Kept sorted, a window's look-back is a binary search, and running
-    sums of the points (x, y, x², xy: x in seconds since `_origin`, y the count) make its
-    least-squares slope a few differences of them: a pass over the look-back for each
-    window was most of the headroom stage (`docs/performance.md`). The points and sums sit
-    in buffers with room to spare, so the windows of a live stream, each after the newest,
-    are written in place; a late window or a full buffer rebuilds them.
+    sums of the points (x, y, x², xy: x in seconds since `_origin`, y the count), one
+    column every BLOCK points, make its least-squares slope a few differences of them and
+    the few points at its ends: a pass over the look-back for each window was most of the
+    headroom stage (`docs/performance.md`). A column every point would cost twice the
+    memory of the points themselves (20,000 a broker after two weeks); every BLOCK points
+    it costs a quarter. The points and sums sit in buffers with some room to spare, so the
+    windows of a live stream, each after the newest, are written in place; a late window
+    or a full buffer rebuilds them.
 
     int64 holds the sums exactly only while every x and y is whole and no sum can pass
     EXACT_BELOW (a producer's partition count is not trusted); otherwise the forecast
@@ -69,20 +75,22 @@ class PartitionHistory:
         return self._counts[self._lo:self._hi]
 
     def _rebuild(self, times: np.ndarray, counts: np.ndarray) -> None:
-        """Fresh buffers holding these points, with room for as many again, and their sums."""
+        """Fresh buffers holding these points with an eighth more room, and their sums.
+        A live stream fills the room in place, forgetting as many old points, and
+        rebuilds once per eighth of its look-back."""
         n = len(times)
-        room = max(16, 2 * n)
+        room = n + max(64, n // 8)
         self._times, self._counts = np.empty(room), np.empty(room)
         self._times[:n], self._counts[:n] = times, counts
         self._lo, self._hi = 0, n
         self._origin = float(times[0]) if n else 0.0
         self._top_y = 0.0
-        self._sums = np.zeros((4, room + 1), np.int64)
+        self._sums = np.zeros((4, room // BLOCK + 1), np.int64)
         self._exact = self._sum(0, n)
 
     def _sum(self, first: int, end: int) -> bool:
-        """Extend the running sums over the buffer's points first..end-1; False when int64
-        could not hold them exactly."""
+        """Extend the running sums over the buffer's new points first..end-1; False when
+        int64 could not hold them exactly."""
         x, y = self._times[first:end] - self._origin, self._counts[first:end]
         if not (np.all(np.isfinite(y)) and np.array_equal(x, np.floor(x))
                 and np.array_equal(y, np.floor(y))):
@@ -92,11 +100,26 @@ class PartitionHistory:
         if (end * top_x * max(top_x, self._top_y, 1.0) >= EXACT_BELOW
                 or end * self._top_y >= EXACT_BELOW):
             return False
-        whole_x, whole_y = x.astype(np.int64), y.astype(np.int64)
-        for row, values in enumerate((whole_x, whole_y, whole_x * whole_x, whole_x * whole_y)):
-            np.cumsum(values, out=self._sums[row, first + 1:end + 1])
-        self._sums[:, first + 1:end + 1] += self._sums[:, first:first + 1]
+        done, due = first // BLOCK, end // BLOCK  # columns held, and held once these are
+        if due > done:
+            points = slice(done * BLOCK, due * BLOCK)
+            whole_x = (self._times[points] - self._origin).astype(np.int64).reshape(-1, BLOCK)
+            whole_y = self._counts[points].astype(np.int64).reshape(-1, BLOCK)
+            for row, values in enumerate((whole_x, whole_y, whole_x * whole_x,
+                                          whole_x * whole_y)):
+                np.cumsum(values.sum(axis=1), out=self._sums[row, done + 1:due + 1])
+            self._sums[:, done + 1:due + 1] += self._sums[:, done:done + 1]
         return True
+
+    def _sums_before(self, end: int) -> tuple[int, int, int, int]:
+        """Σx, Σy, Σx², Σxy of the buffer's points before `end`, as Python integers."""
+        column = end // BLOCK
+        sx, sy, sxx, sxy = (int(v) for v in self._sums[:, column])
+        for at, count in zip(self._times[column * BLOCK:end].tolist(),
+                             self._counts[column * BLOCK:end].tolist(), strict=True):
+            x, y = int(at - self._origin), int(count)
+            sx, sy, sxx, sxy = sx + x, sy + y, sxx + x * x, sxy + x * y
+        return sx, sy, sxx, sxy
 
     def put(self, at: float, partitions: int) -> None:
         """The count of the window starting at `at`; a window seen before is overwritten."""
@@ -142,8 +165,8 @@ class PartitionHistory:
             return outlook(None, 0, None, ceiling)
         start = int(np.searchsorted(
             times, times[k - 1] - config.forecast_lookback_days * SECONDS_PER_DAY))
-        sx, sy, sxx, sxy = (int(row[self._lo + k]) - int(row[self._lo + start])
-                            for row in self._sums)
+        sx, sy, sxx, sxy = (to - since for to, since in zip(
+            self._sums_before(self._lo + k), self._sums_before(self._lo + start), strict=True))
         slope, used = growth_from_sums(k - start, sx, sy, sxx, sxy, config.forecast_min_points)
         return outlook(slope, used, int(self.counts[k - 1]), ceiling)
 

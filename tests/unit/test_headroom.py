@@ -421,8 +421,9 @@ def test_partition_history_keeps_time_order_through_late_and_repeated_windows() 
 def test_partition_history_forecasts_as_a_pass_over_its_points(
         config: HeadroomConfig, counts: str) -> None:
     """The running sums give the slope a pass over the look-back gives, through windows in
-    order, late ones, repeats and forgotten ones; counts int64 could not sum exactly (a
-    fraction, a producer's absurd number) fall back to the pass itself."""
+    order, one at a time and in runs, late ones, repeats and forgotten ones; counts int64
+    could not sum exactly (a fraction, a producer's absurd number) fall back to the pass
+    itself."""
     import numpy as np
 
     from streaming.headroom.model import sorted_forecast
@@ -443,7 +444,12 @@ def test_partition_history_forecasts_as_a_pass_over_its_points(
             count += 0.5
         if counts == "huge" and step == 200:
             count = 1e18
-        history.put_many(np.array([at]), np.array([count]))
+        if step % 30 == 29:  # a catch-up's run of windows at once
+            run = newest + 60.0 * np.arange(1, 21)
+            history.put_many(run, count + np.arange(20.0))
+            newest = at = float(run[-1])
+        else:
+            history.put_many(np.array([at]), np.array([count]))
         if step % 97 == 96:
             history.forget_before(newest - 86_400 * 0.4)
         for probe in (at, newest, at - 30.0):
