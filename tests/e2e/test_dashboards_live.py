@@ -41,6 +41,7 @@ from tests.integration.helpers import running_job
 pytestmark = pytest.mark.integration
 CLUSTER = "live-demo"
 PERIOD = 300.0  # the demo's fault cycle (streaming.cli.demo_events)
+WINDOW_SECONDS = 10  # the job's signal window here: >= 3 windows of history within the test
 DASHBOARDS = sorted(v.DASHBOARD_DIR.glob("*.json"))
 # exported gauge -> the model's value for a broker: "Prometheus shows this step"
 SHOWN = {
@@ -81,7 +82,7 @@ def test_every_dashboard_query_against_the_live_pipeline(broker, spark, tmp_path
         stack.callback(prom.stop)
         env = job_environment(broker.bootstrap, topic, tmp_path / "job", trigger=0.5,
                               scrape_interval=1.0)
-        env["KAFKA_HEALTH__SIGNALS__WINDOW_SECONDS"] = "10"
+        env["KAFKA_HEALTH__SIGNALS__WINDOW_SECONDS"] = str(WINDOW_SECONDS)
         job = stack.enter_context(running_job(spark, env, exporter))
         driver = RealtimeDriver(broker.bootstrap, topic, interval=1.0)
         driver.add(model)
@@ -116,6 +117,12 @@ def test_every_dashboard_query_against_the_live_pipeline(broker, spark, tmp_path
 
         wait_for(shows_model, 120, f"{CLUSTER}'s healthy state in Prometheus", every=0.5)
         reached("healthy cluster in Prometheus")
+        # The forecast fits a slope to one partition count per window: the growth must
+        # start in a later window than the healthy samples, or a history whose first window
+        # already holds every added partition is flat (the driver stamps wall time).
+        healthy_window = time.time() // WINDOW_SECONDS
+        wait_for(lambda: time.time() // WINDOW_SECONDS > healthy_window, WINDOW_SECONDS + 5,
+                 "the next signal window", every=0.1)
         for event in fault_half:
             injection = driver.inject(CLUSTER, event.action, event.label)
             wait_for(lambda i=injection: i.done.is_set() or driver.check(), 10, event.label)
