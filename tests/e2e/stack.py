@@ -220,9 +220,10 @@ def start_alertmanager(workdir: Path, pagerduty_url: str,
 
 
 def rules_with(dest: Path, changes: dict[str, dict[str, Any]]) -> Path:
-    """alerts/kafka-health.rules.yml with some rules' `for:` and one literal of their
-    expression replaced ({"Alert": {"for": "2s", "expr": ("> 120", "> 10")}}), so a test
-    waits seconds where production waits minutes; every other rule and label as committed."""
+    """alerts/kafka-health.rules.yml with some rules' `for:`, `keep_firing_for:` and one
+    literal of their expression replaced ({"Alert": {"for": "2s", "expr": ("> 120", "> 10")}}),
+    so a test waits seconds where production waits minutes; every other rule and label as
+    committed."""
     doc = yaml.safe_load(RULES.read_text())
     found = set()
     for group in doc["groups"]:
@@ -231,8 +232,10 @@ def rules_with(dest: Path, changes: dict[str, dict[str, Any]]) -> Path:
             if change is None:
                 continue
             found.add(rule["alert"])
-            if "for" in change:
-                rule["for"] = change["for"]
+            for key in ("for", "keep_firing_for"):
+                if key in change:
+                    assert key in rule, f"{rule['alert']} has no {key}"
+                    rule[key] = change[key]
             if "expr" in change:
                 old, new = change["expr"]
                 assert rule["expr"].count(old) == 1, f"{rule['alert']}: {old!r} not once in expr"

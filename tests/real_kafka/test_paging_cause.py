@@ -4,8 +4,8 @@
       -> shipper (Jolokia and jmx_exporter, 1 s) -> the metrics cluster -> the session's job
       (which also polls the watched cluster's Admin API every few seconds)
       -> Exporter /metrics -> prometheus (scrape + evaluation every 1 s, the committed
-      alerts/kafka-health.rules.yml, `for:` as in production) -> alertmanager
-      (alerts/alertmanager.yml with PagerDuty pointed at PagerDutyReceiver)
+      alerts/kafka-health.rules.yml, `for:` and `keep_firing_for:` as in production)
+      -> alertmanager (alerts/alertmanager.yml with PagerDuty pointed at PagerDutyReceiver)
 
 Stopping brokers 4 and 5, the followers of every `orders` partition, leaves leader 1 alone
 in the ISR: its under-min-ISR signals equal the Admin API's truth window by window, acks=all
@@ -147,8 +147,9 @@ def test_two_followers_down_page_with_them_as_the_cause_and_resolve(chain: Simpl
     faults.start_broker(bed.watched, 4)
     faults.start_broker(bed.watched, 5)
     faults.wait_fully_replicated(bed.watched)
+    # the rule keeps firing 1m after the heal (keep_firing_for, as in production)
     resolves = wait_for(lambda: len(found := pages(chain, "resolve")) == len(NAMES) and found,
-                        120, "the resolves", every=0.5)
+                        180, "the resolves", every=0.5)
     for name, resolve in resolves.items():
         assert resolve.dedup_key == triggers[name].dedup_key, "one PagerDuty incident per name"
     wait_for(lambda: prom_query(chain.prom_url, "kafka_health_metadata_cause_info") == [], 30,
