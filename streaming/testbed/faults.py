@@ -73,9 +73,12 @@ def wait_fully_replicated(cluster: KafkaCluster, timeout: float = 120) -> None:
                "every partition fully replicated")
 
 
-def kill_active_controller(cluster: KafkaCluster) -> int:
-    """SIGKILL the KRaft quorum leader; returns its id once another node leads."""
-    leader = active_controller(live_bootstrap(cluster))
+def kill_active_controller(cluster: KafkaCluster, leader: int | None = None) -> int:
+    """SIGKILL the KRaft quorum leader (`leader`, when the caller looked it up beforehand
+    to kill at a chosen instant: the lookup starts a JVM, seconds on a loaded machine);
+    returns its id once another node leads."""
+    if leader is None:
+        leader = active_controller(live_bootstrap(cluster))
     if leader is None:
         raise KafkaError("no active controller to kill")
     cluster.node(leader).kill()
