@@ -8,6 +8,7 @@ a restart forecasts exactly as an uninterrupted run would.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -38,7 +39,10 @@ BLOCK = 8
 
 
 def _int(value: Any) -> int | None:
-    return None if value is None else int(value)
+    """A count, or None: a negative or non-finite one is a producer's value, not Kafka's."""
+    if value is None or not math.isfinite(value) or value < 0:
+        return None
+    return int(value)
 
 
 class PartitionHistory:
@@ -207,8 +211,8 @@ class HeadroomTracker:
         """
         now = datetime.now(UTC)
         rows = [row for row in sorted(broker_rows, key=lambda r: r["window_start"])
-                if row.get("partition_count_last") is not None
-                and row.get("leader_count_last") is not None]
+                if _int(row.get("partition_count_last")) is not None
+                and _int(row.get("leader_count_last")) is not None]
         per_broker: dict[tuple[str, str], list[dict[str, Any]]] = {}
         for row in rows:
             per_broker.setdefault((row["cluster"], row["broker"]), []).append(row)

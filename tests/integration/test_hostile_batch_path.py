@@ -137,6 +137,25 @@ def test_hostile_records_never_stop_the_batch_path(batch_path: BatchPath, classe
                                      {"cluster": "c1", "broker": "1"}) is not None
 
 
+def test_negative_counts_of_a_broker_do_not_stop_the_batch_path(batch_path: BatchPath
+                                                                ) -> None:
+    """Kafka's counts are never negative, but a gauge's value is whatever a producer sent
+    (only counters are refused below zero): the headroom stage gives such a broker no row,
+    and everything else of the batch goes on."""
+    now_us = int(NOW * 1e6)
+    negative = [jolokia(f"kafka.server:type=ReplicaManager,name={name}", {"Value": value}, NOW)
+                for name, value in (("PartitionCount", -5), ("LeaderCount", -2))]
+    topic = batch_path.run([(b"c1/1", good_jolokia("c1", 1, NOW), now_us),
+                            *((b"c1/3", value, now_us) for value in negative)])
+    in_bronze = {row["source_offset"] for row in
+                 batch_path.rows("bronze", topic, ["source_offset"])}
+    assert in_bronze == {0, 1, 2}
+    headroom = DeltaTable(str(batch_path.root / "partition_headroom")).to_pyarrow_table(
+        columns=["cluster", "broker"]).to_pylist()
+    assert {"cluster": "c1", "broker": "1"} in headroom
+    assert {"cluster": "c1", "broker": "3"} not in headroom
+
+
 def test_the_report_reads_what_hostile_batches_wrote(batch_path: BatchPath,
                                                      tmp_path: Path) -> None:
     batch_path.run([identity_record(name, int(NOW * 1e6)) for name in ("it's", "x\ny", "\x00",
