@@ -46,7 +46,9 @@ def which(*names: str) -> str | None:
     return None
 
 
-def get_json(url: str, timeout: float = 2.0) -> Any:
+def get_json(url: str, timeout: float = 10.0) -> Any:
+    """A loopback JSON GET; the timeout only bounds a hung server (a loaded machine can
+    take seconds to answer, and the callers poll inside deadlines that do not retry)."""
     with urllib.request.urlopen(url, timeout=timeout) as resp:
         return json.loads(resp.read())
 

@@ -115,13 +115,19 @@ def chain(broker, spark, tmp_path_factory) -> Iterator[SimpleNamespace]:
         # scraped as pipeline_up 0 would page (the listener's started event can lag)
         wait_for(lambda: exporter.registry.get_sample_value("kafka_health_pipeline_up") == 1,
                  60, "the query's started event (pipeline_up 1)")
-        prom, prom_url = start_prometheus(tmp / "prometheus", f"127.0.0.1:{port}", am_url, "1s",
-                                          rules_file=rules_with(tmp / "rules.yml", RULE_CHANGES))
-        stack.callback(prom.stop)
         # stopped before the job: with no new records the trigger goes idle, and the job
         # stops between batches (stopping inside a batch can crash the JVM: see Job.stop)
         driver.start()
         stack.callback(driver.stop)
+        # Rules run once the healthy cluster's newest sample is fresh: the job's first
+        # batches (tables created, workers started) can take longer than the shortened
+        # KafkaClusterDark threshold, which would page the healthy cluster as dark.
+        wait_for(lambda: time.time() - (exporter.registry.get_sample_value(
+            "kafka_health_cluster_last_sample_timestamp_seconds", {"cluster": HEALTHY})
+            or 0) < 3, 90, "the healthy cluster's fresh samples on /metrics", every=0.2)
+        prom, prom_url = start_prometheus(tmp / "prometheus", f"127.0.0.1:{port}", am_url, "1s",
+                                          rules_file=rules_with(tmp / "rules.yml", RULE_CHANGES))
+        stack.callback(prom.stop)
 
         def alive() -> None:
             am.check()
