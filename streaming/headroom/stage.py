@@ -33,14 +33,18 @@ from streaming.sinks.predicates import field
 TS = pa.timestamp("us", "UTC")
 # The running sums are int64: kept only while every sum stays below this.
 EXACT_BELOW = 2.0 ** 62
+# Counts past this are no broker's: a float holds every whole number up to it exactly, and
+# the bounds' products of counts (x 1,000 leaders, x 3 files a segment) stay finite.
+COUNT_LIMIT = 2 ** 53
 # Points a column of running sums covers: 32 bytes of sums per BLOCK points, and at most
 # BLOCK - 1 points summed at each end of a look-back.
 BLOCK = 8
 
 
 def _int(value: Any) -> int | None:
-    """A count, or None: a negative or non-finite one is a producer's value, not Kafka's."""
-    if value is None or not math.isfinite(value) or value < 0:
+    """A count, or None: a negative, non-finite or absurdly large one (past COUNT_LIMIT) is
+    a producer's value, not Kafka's."""
+    if value is None or not math.isfinite(value) or not 0 <= value <= COUNT_LIMIT:
         return None
     return int(value)
 

@@ -14,6 +14,7 @@ stale unnoticed would page on a fault that is over, or miss one that is not.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -115,7 +116,9 @@ class ViewAgreement:
         if poll is None or metrics is None or self._compared.get(cluster) == poll.polled_at:
             return
         self._compared[cluster] = poll.polled_at
-        if round(metrics.under_min_isr) == poll.under_min_isr:
+        # a sum past float's range (producers' absurd counts) agrees with no poll
+        if (math.isfinite(metrics.under_min_isr)
+                and round(metrics.under_min_isr) == poll.under_min_isr):
             self.streak[cluster] = 0
             return
         self.streak[cluster] = self.streak.get(cluster, 0) + 1

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import html
 import logging
+import math
 import os
 import tempfile
 import traceback
@@ -529,6 +530,8 @@ def _fmt_num(value: object, signed: bool = False, digits: int = 0) -> str:
     if value is None or pd.isna(value):
         return "-"
     v = float(value)
+    if not math.isfinite(v):  # a producer's absurd value, summed past float's range
+        return str(v)
     if digits == 0 and v != round(v):
         digits = 2 if abs(v) < 10 else 1
     return f"{v:{'+' if signed else ''},.{digits}f}"

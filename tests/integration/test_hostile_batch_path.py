@@ -137,23 +137,45 @@ def test_hostile_records_never_stop_the_batch_path(batch_path: BatchPath, classe
                                      {"cluster": "c1", "broker": "1"}) is not None
 
 
-def test_negative_counts_of_a_broker_do_not_stop_the_batch_path(batch_path: BatchPath
-                                                                ) -> None:
-    """Kafka's counts are never negative, but a gauge's value is whatever a producer sent
-    (only counters are refused below zero): the headroom stage gives such a broker no row,
-    and everything else of the batch goes on."""
+RM = "kafka.server:type=ReplicaManager,name="
+
+
+@pytest.mark.parametrize("cluster, counts", [
+    ("negative", {"PartitionCount": -5, "LeaderCount": -2}),
+    # partitions / leaders x 1,000 leaders past float's range
+    ("huge-ratio", {"PartitionCount": 1e306, "LeaderCount": 1}),
+])
+def test_absurd_counts_of_a_broker_do_not_stop_the_batch_path(
+        batch_path: BatchPath, cluster: str, counts: dict[str, float]) -> None:
+    """Kafka's counts are never negative nor near float's range, but a gauge's value is
+    whatever a producer sent (only counters are refused below zero): the headroom stage
+    gives such a broker no row, and everything else of the batch goes on."""
     now_us = int(NOW * 1e6)
-    negative = [jolokia(f"kafka.server:type=ReplicaManager,name={name}", {"Value": value}, NOW)
-                for name, value in (("PartitionCount", -5), ("LeaderCount", -2))]
-    topic = batch_path.run([(b"c1/1", good_jolokia("c1", 1, NOW), now_us),
-                            *((b"c1/3", value, now_us) for value in negative)])
+    absurd = [jolokia(f"{RM}{name}", {"Value": value}, NOW) for name, value in counts.items()]
+    topic = batch_path.run([(f"{cluster}/1".encode(), good_jolokia(cluster, 1, NOW), now_us),
+                            *((f"{cluster}/3".encode(), value, now_us) for value in absurd)])
     in_bronze = {row["source_offset"] for row in
                  batch_path.rows("bronze", topic, ["source_offset"])}
-    assert in_bronze == {0, 1, 2}
+    assert in_bronze == set(range(1 + len(absurd)))
     headroom = DeltaTable(str(batch_path.root / "partition_headroom")).to_pyarrow_table(
         columns=["cluster", "broker"]).to_pylist()
-    assert {"cluster": "c1", "broker": "1"} in headroom
-    assert {"cluster": "c1", "broker": "3"} not in headroom
+    assert {"cluster": cluster, "broker": "1"} in headroom
+    assert {"cluster": cluster, "broker": "3"} not in headroom
+
+
+def test_a_huge_segment_count_does_not_stop_the_batch_path(batch_path: BatchPath) -> None:
+    """One partition's NumLogSegments near float's range, next to the broker's real FD
+    counts: the segments are unknown to the bounds, and the broker keeps its headroom."""
+    now_us = int(NOW * 1e6)
+    segments = jolokia("kafka.log:type=Log,name=NumLogSegments,topic=orders,partition=0",
+                       {"Value": 1e308}, NOW)
+    topic = batch_path.run([(b"segments/1", good_jolokia("segments", 1, NOW), now_us),
+                            (b"segments/1", segments, now_us)])
+    assert {row["source_offset"] for row in
+            batch_path.rows("bronze", topic, ["source_offset"])} == {0, 1}
+    headroom = DeltaTable(str(batch_path.root / "partition_headroom")).to_pyarrow_table(
+        columns=["cluster", "broker", "log_segments"]).to_pylist()
+    assert {"cluster": "segments", "broker": "1", "log_segments": None} in headroom
 
 
 def test_the_report_reads_what_hostile_batches_wrote(batch_path: BatchPath,

@@ -193,3 +193,13 @@ def test_two_clusters_cluster_wide_incident_before_the_window(tmp_path: Path) ->
     assert "<td>prod-west/1</td>" in text.split('id="headroom"')[1]
     for img in parse(text).imgs:
         assert_valid_png(out / str(img["src"]))
+
+
+@pytest.mark.parametrize("value, shown", [(float("inf"), "inf"), (-float("inf"), "-inf"),
+                                          (1234.0, "1,234"), (2.5, "2.50")])
+def test_numbers_past_floats_range_render_as_themselves(value: float, shown: str) -> None:
+    """A sum of producers' absurd counts can reach infinity in a stored table: its cell
+    reads `inf` instead of failing the report's section."""
+    from streaming.report.html import _fmt_num
+
+    assert _fmt_num(value) == shown

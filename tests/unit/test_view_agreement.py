@@ -125,3 +125,16 @@ def test_the_metrics_view_sums_the_leaders_last_values_of_the_newest_window() ->
                            row("3", 1, None, 0), row("4", 0, 5, 5)])
     assert views == {"prod": MetricsView(T0 + MINUTE, 2.0, T0 + MINUTE + timedelta(seconds=50))}
     assert metrics_views([row("1", 0, None, 0)]) == {}
+
+
+def test_a_sum_past_floats_range_disagrees_and_never_raises(caplog: pytest.LogCaptureFixture
+                                                            ) -> None:
+    """Two brokers' absurd under-min-ISR counts (1.7e308 each, whatever a producer sent)
+    sum to infinity: a disagreement like any other, never an error in the batch."""
+    caplog.set_level(logging.WARNING, "kafka_health.views")
+    rows = [{"cluster": "prod", "broker": b, "window_start": T0, "last_sample_ts": T0,
+             "under_min_isr_last": 1.7e308} for b in ("1", "2")]
+    bed = Bed()
+    for _ in range(3):
+        bed.step(metrics_views(rows)["prod"].under_min_isr, 0)
+    assert bed.views.episodes == 1 and bed.counted(NEITHER) == 1
