@@ -70,6 +70,10 @@ class BatchPath:
         self.processor(decode_stage(frame, self.context), batch_id)
         return topic
 
+    def whole(self, table: str, columns: list[str]) -> list[dict]:
+        """Every row of a table the batches share (those without a source topic)."""
+        return DeltaTable(str(self.root / table)).to_pyarrow_table(columns=columns).to_pylist()
+
     def rows(self, table: str, topic: str, columns: list[str]) -> list[dict]:
         dataset = DeltaTable(str(self.root / table)).to_pyarrow_dataset()
         return dataset.to_table(columns=columns,
@@ -157,8 +161,7 @@ def test_absurd_counts_of_a_broker_do_not_stop_the_batch_path(
     in_bronze = {row["source_offset"] for row in
                  batch_path.rows("bronze", topic, ["source_offset"])}
     assert in_bronze == set(range(1 + len(absurd)))
-    headroom = DeltaTable(str(batch_path.root / "partition_headroom")).to_pyarrow_table(
-        columns=["cluster", "broker"]).to_pylist()
+    headroom = batch_path.whole("partition_headroom", ["cluster", "broker"])
     assert {"cluster": cluster, "broker": "1"} in headroom
     assert {"cluster": cluster, "broker": "3"} not in headroom
 
@@ -173,8 +176,7 @@ def test_a_huge_segment_count_does_not_stop_the_batch_path(batch_path: BatchPath
                             (b"segments/1", segments, now_us)])
     assert {row["source_offset"] for row in
             batch_path.rows("bronze", topic, ["source_offset"])} == {0, 1}
-    headroom = DeltaTable(str(batch_path.root / "partition_headroom")).to_pyarrow_table(
-        columns=["cluster", "broker", "log_segments"]).to_pylist()
+    headroom = batch_path.whole("partition_headroom", ["cluster", "broker", "log_segments"])
     assert {"cluster": "segments", "broker": "1", "log_segments": None} in headroom
 
 
