@@ -22,9 +22,12 @@ Each process's CPU a sample (tests/benchmarks/proctree.role_of: the driver's Pyt
 JVM, the executor JVMs, their Python workers, the cluster's daemons, the broker) gives the
 projection: one executor core does 1 / (executor JVM + Python worker CPU a sample)
 samples/s, the driver at most 1 / (its Python + JVM CPU a sample), so N executors reach
-min(N x the first, the second). On this 2-core machine the broker, the driver and the
-executors share the cores, so the measured 2-executor figure cannot show the projection;
-the CPU per sample of each process can.
+min(N x the first, the second). The driver's JVM lives as long as this process, so the
+first run pays its JIT and class loading; `--warmup` runs the job once on 1 executor
+before the measured runs, so that both find it warm (a long-running job's state), and
+the driver's figure of every run is written beside the projection. On this 2-core
+machine the broker, the driver and the executors share the cores, so the measured
+2-executor figure cannot show the projection; the CPU per sample of each process can.
 """
 
 from __future__ import annotations
@@ -101,6 +104,12 @@ def main() -> None:
                         help="the scrapes of a fleet of this many brokers and partitions "
                              "(replication factor 3) instead of the 6-broker one; writes "
                              "scaleout-fleet.json")
+    parser.add_argument("--warmup", action="store_true",
+                        help="first an unmeasured run on 1 executor, so that both measured "
+                             "runs find the driver's JVM warm (it lives as long as this "
+                             "process: without it the 1-executor run pays its JIT)")
+    parser.add_argument("--out", help="the result file's name in tests/benchmarks/results/ "
+                                      "instead of the default one")
     args = parser.parse_args()
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"  # the driver in this process: loopback, like the cluster
     total = args.messages
@@ -111,6 +120,8 @@ def main() -> None:
         size = prefill(broker.bootstrap, topic, single_sample_stream(
             total, time.time() - 3600, fleet_model(args.fleet)), partitions=args.partitions)
         cluster.start(workers=1)
+        warmup = (run_on(cluster, 1, broker.bootstrap, topic, total, args.cap, args.writers)
+                  if args.warmup else None)
         one = run_on(cluster, 1, broker.bootstrap, topic, total, args.cap, args.writers)
         cluster.add_worker()
         two = run_on(cluster, 2, broker.bootstrap, topic, total, args.cap, args.writers)
@@ -124,12 +135,18 @@ def main() -> None:
         "writers": args.writers,
         "fleet": None if args.fleet is None else {"brokers": args.fleet[0],
                                                   "partitions": args.fleet[1]},
+        "warmup": None if warmup is None else {
+            "samples_per_s": warmup["samples_per_s"],
+            "cpu_us_per_sample_by_role": warmup["cpu_us_per_sample_by_role"]},
         "executors_1": one, "executors_2": two, "ratio": ratio,
+        "driver_us_per_sample_by_run": {
+            name: round(driver_us(run), 2) for name, run in
+            (("warmup", warmup), ("executors_1", one), ("executors_2", two)) if run},
         "projection": projection(two),
     }
-    out = RESULTS.with_name(
+    out = RESULTS.with_name(args.out or (
         "scaleout-fleet.json" if args.fleet else
-        "scaleout.json" if args.writers == "read_tasks" else "scaleout-driver.json")
+        "scaleout.json" if args.writers == "read_tasks" else "scaleout-driver.json"))
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2))
     for label, run in (("1 executor ", one), ("2 executors", two)):
@@ -141,17 +158,23 @@ def main() -> None:
     print(json.dumps(result["projection"], indent=2))
 
 
+def driver_us(run: dict[str, Any]) -> float:
+    """The driver's CPU a sample: its Python plus its JVM."""
+    per = run["cpu_us_per_sample_by_role"]
+    return per.get("driver-python", 0.0) + per.get("driver-jvm", 0.0)
+
+
 def projection(run: dict[str, Any]) -> dict[str, Any]:
     """Per-executor-core and driver limits from each process's CPU a sample, and the
     projected samples/s for N executors (see the module docstring)."""
     per = run["cpu_us_per_sample_by_role"]
     executors = len(run["observed"]["executors"])
     executor_us = (per.get("executor-jvm", 0.0) + per.get("python-worker", 0.0)) / executors
-    driver_us = per.get("driver-python", 0.0) + per.get("driver-jvm", 0.0)
+    driver = driver_us(run)
     core_rate = 1e6 / executor_us if executor_us > 0 else float("inf")
-    driver_rate = 1e6 / driver_us if driver_us > 0 else float("inf")
+    driver_rate = 1e6 / driver if driver > 0 else float("inf")
     return {"cpu_us_per_sample": per, "executor_core_us_per_sample": round(executor_us, 2),
-            "driver_us_per_sample": round(driver_us, 2),
+            "driver_us_per_sample": round(driver, 2),
             "executor_core_samples_per_s": round(core_rate),
             "driver_limit_samples_per_s": round(driver_rate),
             "projected_samples_per_s": {n: round(min(n * core_rate, driver_rate))
