@@ -576,6 +576,7 @@ def main(argv: list[str] | None = None) -> int:
     # imported after parsing: --help and usage errors need only the standard library, so
     # the wrapper scripts print help before anything is installed
     from streaming.config import ConfigError
+    from streaming.exporter import ListenFailed
 
     args.verbosity = args.verbose + args.verbose_after
     configure(args.verbosity)
@@ -584,7 +585,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as err:
         print(f"config error: {err}", file=sys.stderr)
         return 2
-    except LeaseHeld as err:
+    except (LeaseHeld, ListenFailed) as err:
         print(f"not started: {err}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

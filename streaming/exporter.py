@@ -20,6 +20,11 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_serv
 from streaming.config import ExporterConfig
 from streaming.schemas import load_yaml
 
+
+class ListenFailed(RuntimeError):
+    """The /metrics endpoint could not listen on its configured address."""
+
+
 LOG = logging.getLogger("kafka_health.exporter")
 
 # exported gauge -> broker_signals column: the current state is the newest window's last value
@@ -157,7 +162,14 @@ class Exporter:
         self.server: Any = None
 
     def start(self, bind: str, port: int) -> None:
-        self.server, _ = start_http_server(port, addr=bind, registry=self.registry)
+        try:
+            self.server, _ = start_http_server(port, addr=bind, registry=self.registry)
+        except OSError as err:  # before Spark starts: a clear refusal, not a traceback
+            raise ListenFailed(
+                f"/metrics cannot listen on {bind}:{port}: {err.strerror or err}. Another "
+                f"process holds the port (another kafka-health?), or the address is not "
+                f"this machine's: set exporter.port / exporter.bind (or "
+                f"KAFKA_HEALTH__EXPORTER__PORT)") from err
 
     def stop(self) -> None:
         if self.server is not None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import socket
 from importlib.metadata import version
 from pathlib import Path
 
@@ -13,6 +14,8 @@ import pytest
 
 from streaming.cli import build_parser, main
 from streaming.logsetup import LIBRDKAFKA, LibraryFilter, configure
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def subcommands() -> dict[str, argparse.ArgumentParser]:
@@ -172,4 +175,24 @@ def test_usage_errors_exit_2_with_the_fix(argv: list[str], expected: str, tmp_pa
     err = capsys.readouterr().err
     assert code == 2, err
     assert expected.format(**names) in err
+    assert "Traceback" not in err
+
+
+def test_run_with_its_metrics_port_taken_refuses_to_start_and_names_the_fix(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Another process on /metrics' port: a one-line refusal that names the port and the
+    key to change, exit 1, before Spark starts (no traceback to read at 3 a.m.)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path))  # leaves the process's Spark env alone
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        monkeypatch.setenv("KAFKA_HEALTH__EXPORTER__PORT", str(port))
+        code = main(["run", "--config", str(REPO / "deploy" / "config.example.yaml")])
+    err = capsys.readouterr().err
+    assert code == 1, err
+    assert f"not started: /metrics cannot listen on 127.0.0.1:{port}" in err
+    assert "exporter.port" in err
     assert "Traceback" not in err
