@@ -36,6 +36,12 @@ NOISY: dict[str, tuple[int, int, int]] = {
 # The Spark driver JVM's log4j2 levels by verbosity, for local runs (see spark_log_config).
 SPARK_LEVELS = ("error", "warn", "info")
 SPARK_LEVEL_ENV = "KAFKA_HEALTH_SPARK_LOG_LEVEL"
+# The command line's verbosity, for the processes Spark starts from the driver's (the
+# streaming source's planner, local Python workers), where configure() never runs.
+VERBOSITY_ENV = "KAFKA_HEALTH_VERBOSITY"
+# librdkafka's own `log_level` (syslog: 3 error, 4 warning, 7 debug) by verbosity, for the
+# clients in those processes: LIBRDKAFKA's levels in NOISY, said to librdkafka itself.
+LIBRDKAFKA_LOG_LEVELS = (0, 4, 7)
 LOG4J2 = """\
 # Written by kafka-health for a local Spark driver: console at {level}, and the
 # warnings every local run prints (no native Hadoop library, a loopback hostname) hidden.
@@ -77,6 +83,7 @@ class LibraryFilter(logging.Filter):
 def configure(verbosity: int) -> None:
     """Root handler and levels: the project at INFO (DEBUG from -v), libraries as NOISY says."""
     step = min(max(verbosity, 0), 2)
+    os.environ[VERBOSITY_ENV] = str(step)
     root = logging.DEBUG if step == 2 else logging.INFO
     logging.basicConfig(level=root, format=FORMAT)  # a no-op where handlers exist (tests)
     logging.getLogger().setLevel(root)
@@ -92,6 +99,20 @@ def configure(verbosity: int) -> None:
 def kafka_logger() -> logging.Logger:
     """The logger to pass as a confluent_kafka client's `logger` setting."""
     return logging.getLogger(LIBRDKAFKA)
+
+
+def spark_process_kafka_settings() -> dict[str, int]:
+    """librdkafka settings for a client in a process Spark started (the source's planner, a
+    read task), where the job's logging is not set up: its own stderr lines kept to the
+    verbosity. While the metrics topics' broker is down, librdkafka writes an error line
+    for every reconnect attempt, about 20 a second, and the source reports the outage
+    itself (a warning a minute, `kafka_health_pipeline_source_up`). A `logger` setting
+    would need the client polled to deliver its lines, which the planner's is not."""
+    try:
+        step = min(max(int(os.environ.get(VERBOSITY_ENV, "0")), 0), 2)
+    except ValueError:
+        step = 0
+    return {"log_level": LIBRDKAFKA_LOG_LEVELS[step]}
 
 
 def spark_log_config(verbosity: int) -> None:

@@ -47,6 +47,7 @@ from streaming.config import SecretRef, SignalsConfig
 from streaming.decode.packing import PACKED_DDL, pack_chunks
 from streaming.decode.records import DecodeContext, decode_record_batch
 from streaming.locations import filesystem, is_local, join
+from streaming.logsetup import spark_process_kafka_settings
 from streaming.redact import redact_url
 from streaming.runtime.gc_policy import pace_cycle_collector
 from streaming.schemas import arrow_schema, spark_ddl
@@ -190,6 +191,7 @@ def reader_config(options: dict[str, str]) -> dict[str, Any]:
         # librdkafka's default 64 MiB ahead: see READER_PREFETCH_KBYTES
         "fetch.max.bytes": READER_PREFETCH_KBYTES * 1024,
         "queued.max.messages.kbytes": READER_PREFETCH_KBYTES,
+        **spark_process_kafka_settings(),
         **client_config(options),
     }
     conf.update({
@@ -338,7 +340,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         if self._meta is None:
             from confluent_kafka import Consumer
 
-            conf = client_config(self.options)
+            conf = {**spark_process_kafka_settings(), **client_config(self.options)}
             conf.update({"group.id": "kafka-health-metadata", "enable.auto.commit": False})
             self._meta = Consumer(conf)
         return self._meta
