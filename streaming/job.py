@@ -20,6 +20,7 @@ from streaming.lease import Leases
 from streaming.metadata.service import MetadataService
 from streaming.pipeline.batch import BatchProcessor
 from streaming.pipeline.recovery import PendingMarker, checkpoint_app_id
+from streaming.runtime.failure import own_cause
 from streaming.runtime.lag_probe import LagProbe
 from streaming.runtime.planning_daemons import stop_planning_daemons
 from streaming.runtime.progress import ProgressListener
@@ -177,6 +178,9 @@ class Job:
                 error = query.exception()
                 if error is not None:
                     LOG.error("streaming query failed: %s", error)
+                    cause = own_cause(str(error))
+                    if cause:  # the long text above buries it
+                        LOG.error("the query stopped: %s", cause)
                     return 1
                 return 1 if self.processor.deferred_error is not None else 0
             self._stop.wait(poll)

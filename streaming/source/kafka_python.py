@@ -394,7 +394,9 @@ class KafkaStreamReader(DataSourceStreamReader):
         except KafkaException as err:
             if start is None:
                 raise KafkaUnavailableError(
-                    f"cannot read offsets from Kafka at {self._bootstrap()}: {err}") from err
+                    f"cannot read offsets from Kafka at {self._bootstrap()} "
+                    f"(source.bootstrap_servers) to start from: {err}. Once the query has "
+                    f"its first offsets it waits out an outage; before, it stops") from err
             # An unreachable broker is an outage to wait out, not a reason to kill an
             # always-on query (and crash-loop its pod): no new end, so no batch is planned.
             self._warn_unreachable(err)

@@ -1,0 +1,22 @@
+"""A failed query's cause in one line, for the last line an operator reads.
+
+A Python data source's or foreachBatch's exception reaches the driver as a JVM exception
+whose text holds Spark's wrapper, the Python traceback and the query's plan: hundreds of
+lines, where the project's own exception (e.g. "cannot read offsets from Kafka at ...") is
+one line in the middle."""
+
+from __future__ import annotations
+
+import re
+
+# "streaming.source.kafka_python.KafkaUnavailableError: cannot read offsets ..."
+_OWN = re.compile(r"^(streaming(?:\.\w+)+\.(\w+)): (.+)$", re.MULTILINE)
+
+
+def own_cause(text: str) -> str | None:
+    """The last of the project's exceptions named in `text`, as "Name: message"."""
+    found = _OWN.findall(text)
+    if not found:
+        return None
+    _, name, message = found[-1]
+    return f"{name}: {message.strip()}"
