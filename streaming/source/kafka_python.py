@@ -54,6 +54,8 @@ from streaming.schemas import arrow_schema, spark_ddl
 from streaming.sinks.task_files import TaskWriter
 
 LOG = logging.getLogger("kafka_health.source")
+# How often a subscription that matches no readable partition is said again.
+NOTHING_TO_READ_EVERY = 600.0
 SOURCE_NAME = "kafka_health_kafka"
 CHUNK = 10_000
 # A task below this many records costs more in set-up than it saves in parallelism.
@@ -329,6 +331,8 @@ class KafkaStreamReader(DataSourceStreamReader):
         self._initial: dict[str, dict[str, int]] | None = None
         self._unreachable_since: float | None = None
         self._unreachable_logged = 0.0
+        self._nothing_since: float | None = None
+        self._nothing_logged = 0.0
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -350,12 +354,38 @@ class KafkaStreamReader(DataSourceStreamReader):
         wanted = set(self.topics)
         regex = re.compile(self.pattern) if self.pattern else None
         out = []
+        refused: list[str] = []
         for name, topic in metadata.topics.items():
             if name in wanted or (regex is not None and regex.fullmatch(name)):
                 if topic.error is not None:
+                    refused.append(f"{name} ({topic.error.str()})")
                     continue
                 out.extend((name, p) for p in topic.partitions)
+        self._warn_nothing_to_read(not out, refused)
         return sorted(out)
+
+    def _warn_nothing_to_read(self, nothing: bool, refused: list[str]) -> None:
+        """A subscription that matches no readable partition runs idle and looks healthy
+        (the broker answers, no batch is late): said at once and every NOTHING_TO_READ_EVERY
+        seconds while it lasts, naming what was asked for and what the broker refused."""
+        now = time.monotonic()
+        if not nothing:
+            if self._nothing_since is not None:
+                LOG.warning("the source has partitions to read again, after %.0fs",
+                            now - self._nothing_since)
+            self._nothing_since = None
+            return
+        if self._nothing_since is None:
+            self._nothing_since = self._nothing_logged = now
+        elif now - self._nothing_logged < NOTHING_TO_READ_EVERY:
+            return
+        self._nothing_logged = now
+        asked = (f"topics {', '.join(self.topics)}" if self.topics else
+                 f"subscribe pattern {self.pattern!r}")
+        LOG.warning("nothing to read: no partition of %s on Kafka at %s%s. A misspelt "
+                    "source.topics name, a topic not created yet or an ACL: the query reads "
+                    "nothing until it is there", asked, self._bootstrap(),
+                    f"; refused: {', '.join(refused)}" if refused else "")
 
     def _watermarks(self, topic: str, partition: int) -> tuple[int, int]:
         from confluent_kafka import TopicPartition

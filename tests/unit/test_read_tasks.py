@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import pickle
+import time
 from typing import Any
 
 import pytest
@@ -187,3 +189,26 @@ def test_the_reader_waits_briefly_at_a_range_end_unless_told_otherwise() -> None
     assert reader_config({**options, "kafka.fetch.wait.max.ms": "200"})["fetch.wait.max.ms"] == "200"
     override = {**options, "kafka.fetch.queue.backoff.ms": "500"}
     assert reader_config(override)["fetch.queue.backoff.ms"] == "500"
+
+
+def test_a_subscription_that_matches_nothing_says_so_until_it_does(
+        broker: Any, caplog: pytest.LogCaptureFixture) -> None:
+    """A misspelt topic (or one not created yet) leaves the query idle with the broker
+    answering: no alert sees it, so the source says it, once and not on every trigger,
+    and says when there is something to read again."""
+    from streaming.testbed.kafka import create_topic
+
+    missing = f"not-yet-{time.monotonic_ns()}"
+    reader = KafkaStreamReader({"kafka.bootstrap.servers": broker.bootstrap,
+                                "subscribe": missing})
+    caplog.set_level(logging.WARNING, "kafka_health.source")
+    for _ in range(3):
+        assert reader.latestOffset() == {}
+    said = [r.getMessage() for r in caplog.records if "nothing to read" in r.getMessage()]
+    assert said == [f"nothing to read: no partition of topics {missing} on Kafka at "
+                    f"{broker.bootstrap}. A misspelt source.topics name, a topic not created "
+                    f"yet or an ACL: the query reads nothing until it is there"]
+    create_topic(broker.bootstrap, missing, partitions=2)
+    assert reader.latestOffset() == {missing: {"0": 0, "1": 0}}
+    assert "the source has partitions to read again" in caplog.text
+    reader.stop()
