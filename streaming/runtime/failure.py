@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import re
 
-# "streaming.source.kafka_python.KafkaUnavailableError: cannot read offsets ..."
-_OWN = re.compile(r"^(streaming(?:\.\w+)+\.(\w+)): (.+)$", re.MULTILINE)
+# "streaming.source.kafka_python.KafkaUnavailableError: cannot read offsets ...": a class
+# (capitalized) in one of the project's modules, at the start of a line
+_OWN = re.compile(r"^(streaming(?:\.[a-z_]\w*)+\.([A-Z]\w*)): (.+)$", re.MULTILINE)
 
 
 def own_cause(text: str) -> str | None:

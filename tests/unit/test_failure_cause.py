@@ -40,3 +40,4 @@ def test_the_last_one_when_several_and_none_without() -> None:
             "streaming.sinks.delta_rs.SecondError: two\n")
     assert own_cause(text) == "SecondError: two"
     assert own_cause("java.lang.IllegalStateException: boom\n  at org.apache...") is None
+    assert own_cause("streaming.pipeline.batch: a logger's line, not an exception") is None
