@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import json
 import os
 import re
 from dataclasses import dataclass, field
@@ -133,10 +134,30 @@ class SourceConfig:
                               "parallelism)")
         if self.min_records_per_task <= 0:
             raise ConfigError(f"{path}.min_records_per_task: must be > 0")
+        if not starting_offsets_valid(self.starting_offsets):
+            raise ConfigError(
+                f"{path}.starting_offsets: {self.starting_offsets!r} is not 'earliest', "
+                "'latest' or a JSON object of offsets per topic and partition, quoted in "
+                """YAML: '{"kafka-metrics": {"0": 42}}'""")
 
     def client_config(self) -> dict[str, str]:
         """Kafka client settings with secrets resolved; never log the result."""
         return kafka_client_config(self.bootstrap_servers, self.kafka, self.secrets, "source")
+
+
+def starting_offsets_valid(value: str) -> bool:
+    """'earliest', 'latest', or a JSON object of whole offsets per topic and partition (the
+    form Spark's kafka source takes, which the Python source reads too)."""
+    if value in ("earliest", "latest"):
+        return True
+    try:
+        offsets = json.loads(value)
+    except ValueError:
+        return False
+    return isinstance(offsets, dict) and all(
+        isinstance(parts, dict) and all(
+            isinstance(offset, int) and not isinstance(offset, bool) for offset in parts.values())
+        for parts in offsets.values())
 
 
 @dataclass
@@ -367,6 +388,8 @@ class ExporterConfig:
     max_new_series_per_batch: int = 10000
 
     def validate(self, path: str) -> None:
+        if not 1 <= self.port <= 65535:
+            raise ConfigError(f"{path}.port: {self.port} is not a TCP port (1-65535)")
         if not self.series_ttl_seconds > 0:
             raise ConfigError(f"{path}.series_ttl_seconds: must be > 0 seconds")
         if self.max_new_series_per_batch < 0:

@@ -39,6 +39,31 @@ def test_wrong_type_and_bad_choice_are_named(tmp_path):
         load_config(write(tmp_path, "delta:\n  log_retention_minutes: 0.5\n"), environ={})
 
 
+@pytest.mark.parametrize("text", [
+    "earlist", '{"kafka-metrics": 42}', '{"kafka-metrics": {"0": "42"}}', "[0]",
+    '{"kafka-metrics": {"0": true}}', '{"kafka-metrics": {"0": 42}'])
+def test_starting_offsets_not_a_start_is_refused_before_the_job_runs(tmp_path, text: str):
+    """A misspelt start used to pass check-config and stop the job later with a bare
+    JSONDecodeError (or a TypeError deep in the source) once Spark was up."""
+    path = write(tmp_path, f"source:\n  starting_offsets: '{text}'\n")
+    with pytest.raises(ConfigError, match=r"source.starting_offsets: .* is not 'earliest', "
+                                          r"'latest' or a JSON object"):
+        load_config(path, environ={})
+
+
+@pytest.mark.parametrize("text", ["earliest", "latest", '{"kafka-metrics": {"0": 42}}'])
+def test_starting_offsets_that_are_a_start_are_taken(tmp_path, text: str):
+    path = write(tmp_path, f"source:\n  starting_offsets: '{text}'\n")
+    assert load_config(path, environ={}).source.starting_offsets == text
+
+
+@pytest.mark.parametrize("port", [0, 70000, -1])
+def test_a_metrics_port_outside_tcp_is_refused(port: int):
+    """Port 70000 passed check-config and stopped `run` with a raw OverflowError."""
+    with pytest.raises(ConfigError, match=rf"exporter.port: {port} is not a TCP port"):
+        load_config(None, environ={"KAFKA_HEALTH__EXPORTER__PORT": str(port)})
+
+
 def test_environment_overrides_a_nested_key(tmp_path):
     path = write(tmp_path, "source:\n  bootstrap_servers: a:9092\n")
     config = load_config(path, environ={"KAFKA_HEALTH__SOURCE__BOOTSTRAP_SERVERS": "b:9093",
