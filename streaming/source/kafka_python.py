@@ -46,7 +46,7 @@ from pyspark.sql.datasource import (
 from streaming.config import SecretRef, SignalsConfig
 from streaming.decode.packing import PACKED_DDL, pack_chunks
 from streaming.decode.records import DecodeContext, decode_record_batch
-from streaming.locations import filesystem, is_local, join
+from streaming.locations import filesystem, is_local, join, read_text, write_text
 from streaming.logsetup import spark_process_kafka_settings
 from streaming.redact import redact_url
 from streaming.runtime.gc_policy import pace_cycle_collector
@@ -54,6 +54,10 @@ from streaming.schemas import arrow_schema, spark_ddl
 from streaming.sinks.task_files import TaskWriter
 
 LOG = logging.getLogger("kafka_health.source")
+# Each subscribed topic's id (KIP-516) as of the newest committed batch, in the checkpoint.
+TOPIC_IDS_FILE = "kafka_health_topic_ids.json"
+# A topic id the broker does not know (a broker before Kafka 2.8): nothing to compare.
+NO_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAA"
 # How often a subscription that matches no readable partition is said again.
 NOTHING_TO_READ_EVERY = 600.0
 SOURCE_NAME = "kafka_health_kafka"
@@ -328,6 +332,18 @@ class KafkaStreamReader(DataSourceStreamReader):
             options.get("checkpointLocation"), checkpoint_storage(options)
         )
         self._meta: Any = None
+        self._admin_client: Any = None
+        # Each topic's id as the checkpoint knows it: the incarnation its offsets belong to.
+        self._ids_file = (join(options["checkpointLocation"], TOPIC_IDS_FILE)
+                          if options.get("checkpointLocation") else None)
+        self._known_ids: dict[str, str] = self._stored_topic_ids()
+        self._stored = dict(self._known_ids)
+        self._ids_checked = False
+        # Recreated topics (failOnDataLoss off): to read from their log start in the next
+        # batch, and their old ids, kept in the file until Spark commits that batch.
+        self._restart_topics: set[str] = set()
+        self._unsettled: dict[str, str] = {}
+        self._settles_at: dict[str, set[str]] = {}  # a planned end: the topics it restarts
         self._initial: dict[str, dict[str, int]] | None = None
         self._unreachable_since: float | None = None
         self._unreachable_logged = 0.0
@@ -337,6 +353,7 @@ class KafkaStreamReader(DataSourceStreamReader):
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_meta"] = None
+        state["_admin_client"] = None
         return state
 
     # ---- metadata (driver side) ----
@@ -348,6 +365,14 @@ class KafkaStreamReader(DataSourceStreamReader):
             conf.update({"group.id": "kafka-health-metadata", "enable.auto.commit": False})
             self._meta = Consumer(conf)
         return self._meta
+
+    def _admin(self) -> Any:
+        if self._admin_client is None:
+            from confluent_kafka.admin import AdminClient
+
+            self._admin_client = AdminClient({**spark_process_kafka_settings(),
+                                              **client_config(self.options)})
+        return self._admin_client
 
     def _partitions(self) -> list[tuple[str, int]]:
         metadata = self._consumer().list_topics(timeout=15)
@@ -421,6 +446,7 @@ class KafkaStreamReader(DataSourceStreamReader):
                 if self.starting == "latest":
                     self._initial = latest
                 start = self.initialOffset()
+            self._check_topic_ids(start, latest)
         except KafkaException as err:
             if start is None:
                 raise KafkaUnavailableError(
@@ -440,7 +466,85 @@ class KafkaStreamReader(DataSourceStreamReader):
         if vanished:
             self._data_loss(f"partition(s) {', '.join(vanished)} no longer exist: the topic "
                             "was deleted or the broker lost its data")
+        if self._restart_topics:
+            start = {**start, **{topic: {p: self._watermarks(topic, int(p))[0] for p in parts}
+                                 for topic, parts in latest.items()
+                                 if topic in self._restart_topics}}
         return self._capped(start, latest) if self.max_per_trigger else latest
+
+    # ---- topic ids: a topic deleted and created again is data loss ----
+    def _stored_topic_ids(self) -> dict[str, str]:
+        if self._ids_file is None:
+            return {}
+        try:
+            text = read_text(self._ids_file, checkpoint_storage(self.options))
+            stored = json.loads(text) if text else {}
+        except (OSError, ValueError) as err:
+            LOG.warning("cannot read the topic ids in %s (%s): a topic deleted and created "
+                        "again while the job was down is not noticed", TOPIC_IDS_FILE, err)
+            return {}
+        return {str(k): str(v) for k, v in stored.items()} if isinstance(stored, dict) else {}
+
+    def _topic_ids(self, topics: list[str]) -> dict[str, str]:
+        """Each topic's id from the broker; a topic gone since the listing, refused, or
+        without an id (a broker before Kafka 2.8) is left out, so it is not compared.
+        KafkaException when the broker does not answer."""
+        from confluent_kafka import KafkaError, KafkaException, TopicCollection
+
+        if not topics:
+            return {}
+        futures = self._admin().describe_topics(TopicCollection(sorted(topics)),
+                                                request_timeout=15)
+        out: dict[str, str] = {}
+        for name, future in futures.items():
+            try:
+                topic_id = str(future.result().topic_id)
+            except KafkaException as err:
+                if err.args[0].code() in (KafkaError.UNKNOWN_TOPIC_OR_PART,
+                                          KafkaError.TOPIC_AUTHORIZATION_FAILED):
+                    continue
+                raise
+            if topic_id != NO_TOPIC_ID:
+                out[name] = topic_id
+        return out
+
+    def _check_topic_ids(self, start: Mapping[str, Any], latest: Mapping[str, Any]) -> None:
+        """Data loss when a topic the query has offsets for has another id than when they
+        were taken: it was deleted and created again, and offsets alone cannot tell once
+        the new topic has grown past them (Spark's own source cannot either). Its records
+        below the old offsets would be skipped without a word. With failOnDataLoss off the
+        new topic is read from its log start in the next batch; its new id is stored once
+        that batch is committed, so a restart before then finds the recreation again (and
+        reads that batch twice rather than lose it)."""
+        current = self._topic_ids(list(latest))
+        self._ids_checked = True
+        for topic, topic_id in sorted(current.items()):
+            known = self._known_ids.get(topic)
+            if topic in start and known is not None and known != topic_id:
+                self._data_loss(
+                    f"topic {topic} was deleted and created again since the checkpoint's "
+                    f"offsets were taken (topic id {known}, now {topic_id}): those offsets "
+                    "are the old topic's, and the new topic's records below them would be "
+                    "skipped", instead="read the new topic from its first offset")
+                self._restart_topics.add(topic)
+                self._unsettled.setdefault(topic, known)
+        self._known_ids.update(current)
+        self._store_topic_ids()
+
+    def _store_topic_ids(self) -> None:
+        """Written when a topic is new to the checkpoint, before any batch reads it, so
+        that a restart compares against its id; a recreated topic keeps its old id here
+        until its restart is settled."""
+        ids = {**self._known_ids, **self._unsettled}
+        if self._ids_file is None or ids == self._stored:
+            return
+        try:
+            write_text(self._ids_file, json.dumps(ids, sort_keys=True),
+                       checkpoint_storage(self.options))
+        except OSError as err:  # the next trigger tries again
+            LOG.warning("cannot write the topic ids to %s: %s", TOPIC_IDS_FILE, err)
+            return
+        self._stored = ids
 
     def _bootstrap(self) -> str:
         return self.options.get("kafka.bootstrap.servers", "?")
@@ -473,11 +577,18 @@ class KafkaStreamReader(DataSourceStreamReader):
         return out
 
     def partitions(self, start: dict, end: dict) -> list[ReadTask]:
+        if not self._ids_checked:  # a batch planned before a restart, replayed
+            self._check_topic_ids(start, end)
+        # Spark may ask for the same batch's partitions more than once: kept until the
+        # batch is committed, not used up here.
+        restart = set(self._restart_topics)
+        if restart:
+            self._settles_at[json.dumps(end, sort_keys=True)] = restart
         ranges: list[KafkaRange] = []
         for topic, parts in end.items():
             for p, stop in parts.items():
                 begin = start.get(topic, {}).get(p)
-                if begin is None:  # a partition that appeared since the last batch
+                if begin is None or topic in restart:  # a new partition, or a new topic
                     begin = self._watermarks(topic, int(p))[0]
                 if stop < begin:
                     self._data_loss(
@@ -494,21 +605,26 @@ class KafkaStreamReader(DataSourceStreamReader):
         return [ReadTask(task) for task in plan_tasks(ranges, self.max_tasks,
                                                       self.min_records_per_task)]
 
-    def _data_loss(self, message: str) -> None:
+    def _data_loss(self, message: str, instead: str = "skip ahead") -> None:
         if self.fail_on_data_loss:
             raise KafkaDataLossError(
-                message + ". Set source.fail_on_data_loss: false to skip ahead and continue."
+                f"{message}. Set source.fail_on_data_loss: false to {instead} and continue."
             )
         LOG.warning("data loss (continuing, failOnDataLoss=false): %s", message)
 
     def commit(self, end: dict) -> None:
         self._last_end = end
+        settled = self._settles_at.pop(json.dumps(end, sort_keys=True), set())
+        if settled:
+            self._restart_topics -= settled
+            self._unsettled = {t: i for t, i in self._unsettled.items() if t not in settled}
+            self._store_topic_ids()
 
     def stop(self) -> None:
-        for client in (self._meta,):
-            if client is not None:
-                client.close()
+        if self._meta is not None:
+            self._meta.close()
         self._meta = None
+        self._admin_client = None  # an AdminClient has no close(); dropping it ends it
 
     # ---- data (executor side) ----
     def read(self, partition: ReadTask) -> Iterator[pa.RecordBatch]:
