@@ -24,8 +24,8 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from streaming.lease import LeaseHeld
 from streaming.logsetup import configure, spark_log_config
+from streaming.refusal import NotStarted
 
 LOG = logging.getLogger("kafka_health")
 
@@ -576,7 +576,6 @@ def main(argv: list[str] | None = None) -> int:
     # imported after parsing: --help and usage errors need only the standard library, so
     # the wrapper scripts print help before anything is installed
     from streaming.config import ConfigError
-    from streaming.exporter import ListenFailed
 
     args.verbosity = args.verbose + args.verbose_after
     configure(args.verbosity)
@@ -585,7 +584,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as err:
         print(f"config error: {err}", file=sys.stderr)
         return 2
-    except (LeaseHeld, ListenFailed) as err:
+    except NotStarted as err:
         print(f"not started: {err}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -91,6 +91,10 @@ class SparkConfig:
     # cancels it (it runs again at the next start). Keep it under the pod's grace period
     # less the last batch's signals: 20 s fits Kubernetes' default 30 s.
     stop_timeout_seconds: float = 20.0
+    # A checkpoint with no offsets refuses to start on Delta tables another checkpoint
+    # wrote, unless it starts at the topics' ends: with earliest it would read every record
+    # still in Kafka into them a second time. True lets one such start go ahead.
+    accept_new_checkpoint: bool = False
 
     def validate(self, path: str) -> None:
         if not self.lease_timeout_seconds > 0:

@@ -18,10 +18,11 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
 
 from streaming.config import ExporterConfig
+from streaming.refusal import NotStarted
 from streaming.schemas import load_yaml
 
 
-class ListenFailed(RuntimeError):
+class ListenFailed(NotStarted):
     """The /metrics endpoint could not listen on its configured address."""
 
 

@@ -20,11 +20,13 @@ from streaming.lease import Leases
 from streaming.metadata.service import MetadataService
 from streaming.pipeline.batch import BatchProcessor
 from streaming.pipeline.recovery import PendingMarker, checkpoint_app_id
+from streaming.pipeline.tables_owner import claim_tables
 from streaming.runtime.failure import own_cause
 from streaming.runtime.lag_probe import LagProbe
 from streaming.runtime.planning_daemons import stop_planning_daemons
 from streaming.runtime.progress import ProgressListener
 from streaming.runtime.spark_session import build_spark
+from streaming.source.kafka_python import last_checkpointed_offsets
 from streaming.source.reader import read_decoded_stream
 
 LOG = logging.getLogger("kafka_health.job")
@@ -62,6 +64,7 @@ class Job:
     def start(self) -> StreamingQuery:
         self.leases.acquire()  # LeaseHeld, naming the other job, while one runs
         try:
+            self._claim_tables()
             # Before the query, so its first batches may already find causes; under the
             # lease, since the pollers write the metadata tables.
             self.metadata.start(self.processor.app_id, self.config.delta.storage())
@@ -70,6 +73,14 @@ class Job:
             self.metadata.stop()
             self.leases.release()
             raise
+
+    def _claim_tables(self) -> None:
+        """CheckpointReplaced when this checkpoint is new and another's wrote the tables."""
+        config, storage = self.config, self.config.delta.storage()
+        claim_tables(config.delta.path, config.spark.checkpoint, self.processor.app_id,
+                     last_checkpointed_offsets(config.spark.checkpoint, storage) is None,
+                     config.source.starting_offsets, config.spark.accept_new_checkpoint,
+                     storage)
 
     def _start(self) -> StreamingQuery:
         self.processor.recover()

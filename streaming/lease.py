@@ -29,11 +29,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from streaming.refusal import NotStarted
+
 LOG = logging.getLogger("kafka_health.lease")
 LEASE_FILE = "kafka_health_lease.json"
 
 
-class LeaseHeld(RuntimeError):
+class LeaseHeld(NotStarted):
     """Another live job holds the lease."""
 
 
@@ -129,15 +131,26 @@ class Lease:
             self._write()
 
     def renew(self) -> None:
-        """Refresh the heartbeat; LeaseLost when another job has taken the lease over."""
+        """Refresh the heartbeat; LeaseLost when another job has taken the lease over, or
+        when the folder or the lease file is gone: deleted or moved under the running job,
+        which Spark does not notice (it goes on writing a new, empty checkpoint, and a
+        restart from that reads the topics again)."""
+        if not self.path.parent.is_dir():
+            raise LeaseLost(f"{self.path.parent} is gone (deleted or moved while the job "
+                            "ran); this job stops writing")
         with self._locked():
             held = self._read()
-            if held is not None and not self._ours(held):
+            if held is None:
+                raise LeaseLost(f"{self.path} is gone or unreadable (the folder was emptied, "
+                                "or replaced, while the job ran); this job stops writing")
+            if not self._ours(held):
                 raise LeaseLost(f"{self.path.parent}: the lease was taken over by another job "
                                 f"({self.describe(held)}); this job stops writing")
             self._write()
 
     def release(self) -> None:
+        if not self.path.parent.is_dir():  # gone under the job: not made again for a lock
+            return
         with self._locked():
             if self._ours(self._read()):
                 self.path.unlink(missing_ok=True)

@@ -82,6 +82,26 @@ def test_stale_lease_from_another_host_is_taken_over_fresh_one_is_not(tmp_path: 
     assert json.loads((tmp_path / LEASE_FILE).read_text())["owner"] == "mine"
 
 
+@pytest.mark.parametrize("gone", ["folder", "file"])
+def test_a_checkpoint_deleted_under_the_job_is_lost_on_the_next_renewal(
+        tmp_path: Path, gone: str) -> None:
+    """Spark goes on into a new, empty checkpoint folder, and a restart from that would
+    read the topics again: the renewal notices instead of writing a fresh lease."""
+    import shutil
+
+    folder = tmp_path / "checkpoint"
+    mine = Lease(folder, 30.0, owner="mine")
+    mine.acquire()
+    mine.renew()
+    if gone == "folder":
+        shutil.rmtree(folder)
+    else:
+        (folder / LEASE_FILE).unlink()
+    with pytest.raises(LeaseLost, match="gone"):
+        mine.renew()
+    assert not (folder / LEASE_FILE).exists()
+
+
 def test_taken_over_lease_is_lost_on_the_next_renewal(tmp_path: Path) -> None:
     mine = Lease(tmp_path, 30.0, owner="mine")
     mine.acquire()

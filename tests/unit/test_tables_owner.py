@@ -1,0 +1,67 @@
+"""A new checkpoint meeting Delta tables another checkpoint wrote: refused when it would
+read the topics into them again, let through when it starts at the topics' ends or is
+told to."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pytest
+
+from streaming.pipeline.tables_owner import (
+    TABLES_OWNER,
+    CheckpointReplaced,
+    claim_tables,
+    tables_owner,
+)
+
+
+def claim(root: Path, app_id: str, new: bool, starting: str = "earliest",
+          accept: bool = False) -> None:
+    claim_tables(str(root), str(root.parent / f"checkpoint-{app_id}"), app_id, new, starting,
+                 accept)
+
+
+def test_the_first_start_owns_the_tables_and_restarts_keep_them(tmp_path: Path) -> None:
+    claim(tmp_path, "first", new=True)
+    assert tables_owner(str(tmp_path)) == {"app_id": "first",
+                                           "checkpoint": str(tmp_path.parent / "checkpoint-first")}
+    claim(tmp_path, "first", new=True)  # stopped before its first batch: still its own
+    claim(tmp_path, "first", new=False)
+
+
+def test_a_new_checkpoint_on_anothers_tables_is_refused_until_told(tmp_path: Path) -> None:
+    claim(tmp_path, "first", new=False)
+    with pytest.raises(CheckpointReplaced, match=(
+            r"written under checkpoint .*checkpoint-first \(app id first\).*is new.*"
+            r"from source.starting_offsets \(earliest\).*spark.accept_new_checkpoint: true")):
+        claim(tmp_path, "second", new=True)
+    assert tables_owner(str(tmp_path))["app_id"] == "first"  # refused: nothing changed
+    with pytest.raises(CheckpointReplaced):
+        claim(tmp_path, "second", new=True, starting='{"kafka-metrics": {"0": 0}}')
+    claim(tmp_path, "second", new=True, accept=True)
+    assert tables_owner(str(tmp_path))["app_id"] == "second"
+
+
+def test_a_new_checkpoint_that_starts_at_the_ends_only_warns(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    claim(tmp_path, "first", new=False)
+    caplog.set_level(logging.WARNING, "kafka_health.recovery")
+    claim(tmp_path, "second", new=True, starting="latest")
+    assert "is not read" in caplog.text
+    assert tables_owner(str(tmp_path))["app_id"] == "second"
+
+
+def test_an_old_checkpoint_brought_back_takes_the_tables_over(tmp_path: Path) -> None:
+    """Offsets of its own: it resumes where it was, nothing is read twice."""
+    claim(tmp_path, "first", new=False)
+    claim(tmp_path, "restored", new=False)
+    assert tables_owner(str(tmp_path))["app_id"] == "restored"
+
+
+def test_an_unreadable_owner_file_is_no_owner(tmp_path: Path) -> None:
+    (tmp_path / TABLES_OWNER).write_text("{torn")
+    claim(tmp_path, "second", new=True)
+    assert json.loads((tmp_path / TABLES_OWNER).read_text())["app_id"] == "second"
