@@ -11,6 +11,7 @@ import difflib
 import json
 import os
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, get_args, get_origin, get_type_hints
@@ -60,6 +61,32 @@ def kafka_client_config(bootstrap_servers: str, kafka: dict[str, str],
     for key, ref in secrets.items():
         conf[key] = ref.read(f"{path}.secrets.{key}")
     return conf
+
+
+def librdkafka_refusal(kafka: Mapping[str, Any], secrets: Iterable[str]) -> str | None:
+    """What librdkafka (confluent-kafka's client) says of these settings, None when it takes
+    them: a misspelt name, a value of the wrong kind, a Java client's setting, a SASL
+    mechanism this build lacks. Secrets are checked by name only, and the files that
+    `*.location` settings name are not opened: they may exist only where the job runs.
+    No connection is made (no bootstrap servers)."""
+    from confluent_kafka import Consumer, KafkaException
+
+    conf = {key: value if isinstance(value, str) else json.dumps(value)
+            for key, value in kafka.items()}
+    conf.update(dict.fromkeys(secrets, "x"))
+    files = {key: value for key, value in conf.items() if key.endswith(".location")}
+    rest = {key: value for key, value in conf.items() if key not in files}
+    for part in (rest, files):
+        try:
+            Consumer({**part, "group.id": "kafka-health-check-config", "log_level": 0}).close()
+        except KafkaException as err:
+            said = err.args[0].str()
+            # librdkafka quotes a value it refuses, and a value may be a secret
+            for value in sorted(set(part.values()), key=len, reverse=True):
+                if len(value) >= 3:
+                    said = said.replace(value, "<the value set>")
+            return said
+    return None
 
 
 @dataclass
@@ -138,6 +165,10 @@ class SourceConfig:
                               "parallelism)")
         if self.min_records_per_task <= 0:
             raise ConfigError(f"{path}.min_records_per_task: must be > 0")
+        if self.engine == "python":  # the Java client's names are Spark's to check
+            refusal = librdkafka_refusal(self.kafka, self.secrets)
+            if refusal:
+                raise ConfigError(f"{path}.kafka: the Kafka client refuses it: {refusal}")
         if not starting_offsets_valid(self.starting_offsets):
             raise ConfigError(
                 f"{path}.starting_offsets: {self.starting_offsets!r} is not 'earliest', "
@@ -461,7 +492,8 @@ class MetadataClusterConfig:
         if not self.bootstrap_servers.strip():
             return [f"{path}.bootstrap_servers: required (host:port of the watched cluster, "
                     "not of the metrics cluster)"]
-        return []
+        refusal = librdkafka_refusal(self.kafka, self.secrets)
+        return [f"{path}.kafka: the Kafka client refuses it: {refusal}"] if refusal else []
 
     def client_config(self, path: str) -> dict[str, str]:
         """librdkafka settings with secrets resolved; never log the result."""

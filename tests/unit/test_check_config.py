@@ -33,6 +33,7 @@ spark:
 source:
   kafka:
     security.protocol: SASL_SSL
+    sasl.mechanism: SCRAM-SHA-512
     sasl.oauthbearer.config: "scope=x clientSecret={PLANTED["oauth"]}"
     sasl.password: {PLANTED["sasl"]}
     ssl.key.password: {PLANTED["sslkey"]}

@@ -57,6 +57,45 @@ def test_starting_offsets_that_are_a_start_are_taken(tmp_path, text: str):
     assert load_config(path, environ={}).source.starting_offsets == text
 
 
+@pytest.mark.parametrize(("kafka", "said"), [
+    ("{fetch.wiat.max.ms: 10}", 'No such configuration property: "fetch.wiat.max.ms"'),
+    ("{fetch.wait.max.ms: soon}", 'Invalid value for configuration property "fetch.wait.max.ms"'),
+    ("{sasl.jaas.config: 'x'}", "Java JAAS configuration is not supported"),
+    ("{security.protocol: SASL_SSL, sasl.mechanism: GSSAPI}", "No provider for SASL mechanism"),
+])
+def test_client_settings_the_kafka_client_refuses_are_a_config_error(
+        tmp_path, kafka: str, said: str):
+    """They used to pass check-config and stop `run` once Spark was up, as a
+    KafkaUnavailableError. The same settings under metadata.clusters are checked too."""
+    path = write(tmp_path, f"source:\n  kafka: {kafka}\n")
+    with pytest.raises(ConfigError, match=r"source.kafka: the Kafka client refuses it: ") as err:
+        load_config(path, environ={})
+    assert said in str(err.value)
+    path = write(tmp_path, f"metadata:\n  clusters:\n    prod:\n      bootstrap_servers: k:9093"
+                           f"\n      kafka: {kafka}\n")
+    with pytest.raises(ConfigError, match=r"metadata.clusters.prod.kafka: the Kafka client"):
+        load_config(path, environ={})
+
+
+def test_a_refused_client_value_is_not_repeated(tmp_path):
+    """librdkafka quotes the value it refuses; a value in the wrong key may be a secret."""
+    path = write(tmp_path, "source:\n  kafka: {security.protocol: hunter2-secret}\n")
+    with pytest.raises(ConfigError, match="security.protocol") as err:
+        load_config(path, environ={})
+    assert "hunter2" not in str(err.value)
+
+
+def test_client_settings_are_checked_without_their_files_or_secret_values(tmp_path):
+    """A CA file that exists only in the pod, and a secret read only at run time, pass
+    check-config on another machine; Spark's own engine takes the Java client's names."""
+    path = write(tmp_path, "source:\n  kafka: {security.protocol: SSL, ssl.ca.location: "
+                           "/nowhere/ca.pem, ssl.key.location: /nowhere/key.pem}\n"
+                           "  secrets: {ssl.key.password: {file: /nowhere/password}}\n")
+    assert load_config(path, environ={}).source.kafka["ssl.ca.location"] == "/nowhere/ca.pem"
+    path = write(tmp_path, "source:\n  engine: spark\n  kafka: {sasl.jaas.config: x}\n")
+    assert load_config(path, environ={}).source.kafka == {"sasl.jaas.config": "x"}
+
+
 @pytest.mark.parametrize("port", [0, 70000, -1])
 def test_a_metrics_port_outside_tcp_is_refused(port: int):
     """Port 70000 passed check-config and stopped `run` with a raw OverflowError."""
@@ -152,7 +191,8 @@ metadata:
   clusters:
     prod-east:
       bootstrap_servers: kafka-1:9093
-      kafka: {{security.protocol: SASL_SSL, sasl.password: inline-value}}
+      kafka: {{security.protocol: SASL_SSL, sasl.mechanism: SCRAM-SHA-512, sasl.username: kh,
+               sasl.password: inline-value}}
       secrets: {{sasl.password: {{file: {secret}}}}}
 """)
     config = load_config(path, environ={})
@@ -161,6 +201,7 @@ metadata:
     cluster = config.metadata.polled()["prod-east"]
     resolved = cluster.client_config("metadata.clusters.prod-east")
     assert resolved == {"bootstrap.servers": "kafka-1:9093", "security.protocol": "SASL_SSL",
+                        "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "kh",
                         "sasl.password": "s3cr3t-value"}
     shown = str(redacted(config))
     assert "s3cr3t-value" not in shown and "inline-value" not in shown
