@@ -50,6 +50,7 @@ from streaming.locations import filesystem, is_local, join, read_text, write_tex
 from streaming.logsetup import spark_process_kafka_settings
 from streaming.redact import redact_url
 from streaming.runtime.gc_policy import pace_cycle_collector
+from streaming.runtime.recurring import Recurring
 from streaming.schemas import arrow_schema, spark_ddl
 from streaming.sinks.task_files import TaskWriter
 
@@ -60,6 +61,8 @@ TOPIC_IDS_FILE = "kafka_health_topic_ids.json"
 NO_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAA"
 # How often a subscription that matches no readable partition is said again.
 NOTHING_TO_READ_EVERY = 600.0
+# How often an outage of the metrics Kafka is said again.
+UNREACHABLE_EVERY = 60.0
 SOURCE_NAME = "kafka_health_kafka"
 CHUNK = 10_000
 # A task below this many records costs more in set-up than it saves in parallelism.
@@ -345,10 +348,8 @@ class KafkaStreamReader(DataSourceStreamReader):
         self._unsettled: dict[str, str] = {}
         self._settles_at: dict[str, set[str]] = {}  # a planned end: the topics it restarts
         self._initial: dict[str, dict[str, int]] | None = None
-        self._unreachable_since: float | None = None
-        self._unreachable_logged = 0.0
-        self._nothing_since: float | None = None
-        self._nothing_logged = 0.0
+        self._unreachable = Recurring(UNREACHABLE_EVERY)
+        self._nothing = Recurring(NOTHING_TO_READ_EVERY)
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -393,18 +394,13 @@ class KafkaStreamReader(DataSourceStreamReader):
         """A subscription that matches no readable partition runs idle and looks healthy
         (the broker answers, no batch is late): said at once and every NOTHING_TO_READ_EVERY
         seconds while it lasts, naming what was asked for and what the broker refused."""
-        now = time.monotonic()
         if not nothing:
-            if self._nothing_since is not None:
-                LOG.warning("the source has partitions to read again, after %.0fs",
-                            now - self._nothing_since)
-            self._nothing_since = None
+            lasted = self._nothing.ended()
+            if lasted is not None:
+                LOG.warning("the source has partitions to read again, after %.0fs", lasted)
             return
-        if self._nothing_since is None:
-            self._nothing_since = self._nothing_logged = now
-        elif now - self._nothing_logged < NOTHING_TO_READ_EVERY:
+        if self._nothing.due() is None:
             return
-        self._nothing_logged = now
         asked = (f"topics {', '.join(self.topics)}" if self.topics else
                  f"subscribe pattern {self.pattern!r}")
         LOG.warning("nothing to read: no partition of %s on Kafka at %s%s. A misspelt "
@@ -457,10 +453,9 @@ class KafkaStreamReader(DataSourceStreamReader):
             # always-on query (and crash-loop its pod): no new end, so no batch is planned.
             self._warn_unreachable(err)
             return start
-        if self._unreachable_since is not None:
-            LOG.warning("Kafka at %s reachable again after %.0fs", self._bootstrap(),
-                        time.monotonic() - self._unreachable_since)
-            self._unreachable_since = None
+        lasted = self._unreachable.ended()
+        if lasted is not None:
+            LOG.warning("Kafka at %s reachable again after %.0fs", self._bootstrap(), lasted)
         vanished = sorted(f"{topic}-{p}" for topic, parts in start.items() for p in parts
                           if p not in latest.get(topic, {}))
         if vanished:
@@ -550,15 +545,13 @@ class KafkaStreamReader(DataSourceStreamReader):
         return self.options.get("kafka.bootstrap.servers", "?")
 
     def _warn_unreachable(self, err: Exception) -> None:
-        now = time.monotonic()
-        if self._unreachable_since is None:
-            self._unreachable_since = self._unreachable_logged = now
+        held = self._unreachable.due()
+        if held == 0.0:
             LOG.warning("Kafka at %s unreachable (%s); the query waits for it", self._bootstrap(),
                         err)
-        elif now - self._unreachable_logged > 60:
-            self._unreachable_logged = now
+        elif held is not None:
             LOG.warning("Kafka at %s still unreachable after %.0fs (%s)", self._bootstrap(),
-                        now - self._unreachable_since, err)
+                        held, err)
 
     def _capped(self, start: dict, latest: dict) -> dict:
         """Spread the per-trigger cap over partitions in proportion to their backlog."""
