@@ -1228,6 +1228,13 @@ def pipeline() -> dict:
                    "waits for the broker; no new signals until it is back.",
                    [target(f"kafka_health_pipeline_source_up{{{I}}}", inst)],
                    thr="pipeline_up", threshold_style="line", w=8, decimals=0),
+        timeseries("Readable source partitions",
+                   "Partitions of the subscription (source.topics or subscribe_pattern) the "
+                   "job can read: those of the last batch, and every idle interval those the "
+                   "broker lists. Bad: 0 with the broker up - a misspelt or missing topic, or "
+                   "an ACL; nothing is watched (KafkaHealthSourceEmpty).",
+                   [target(f"kafka_health_pipeline_source_partitions{{{I}}}", inst)],
+                   thr="pipeline_up", threshold_style="line", w=8, decimals=0),
         timeseries("Source data loss",
                    "Metrics-topic partitions whose offsets went backwards or vanished "
                    "(broker lost data, topic recreated), skipped because "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 from streaming.config import Config
@@ -19,19 +20,11 @@ class LagProbe:
         self.consumer: Any = None
 
     def __call__(self, end: dict[str, dict[str, int]]) -> int | None:
-        from confluent_kafka import Consumer, TopicPartition
+        from confluent_kafka import TopicPartition
 
         try:
             if self.consumer is None:
-                conf = self.config.source.client_config()
-                # its librdkafka lines through the job's logging: while the broker is down
-                # they repeat many times a second, and this probe reports the outage itself
-                conf.update({"group.id": "kafka-health-lag", "enable.auto.commit": False,
-                             "logger": kafka_logger()})
-                self.consumer = Consumer(conf)
-                # Watermark queries on a fresh client fail with "unknown partition" until
-                # it has metadata for the topic: load it first.
-                self.consumer.list_topics(timeout=5)
+                self._client()
             elif not end:  # nothing processed yet: only whether the broker answers
                 self.consumer.list_topics(timeout=5)
             total = 0
@@ -47,6 +40,39 @@ class LagProbe:
             # missing for a while stays "unknown") long after the broker is healthy again.
             self.close()
             return None
+
+    def _client(self) -> Any:
+        from confluent_kafka import Consumer
+
+        if self.consumer is None:
+            conf = self.config.source.client_config()
+            # its librdkafka lines through the job's logging: while the broker is down
+            # they repeat many times a second, and this probe reports the outage itself
+            conf.update({"group.id": "kafka-health-lag", "enable.auto.commit": False,
+                         "logger": kafka_logger()})
+            self.consumer = Consumer(conf)
+            # Watermark queries on a fresh client fail with "unknown partition" until it
+            # has metadata for the topic: load it first.
+            self.consumer.list_topics(timeout=5)
+        return self.consumer
+
+    def readable_partitions(self) -> int | None:
+        """Partitions of the subscription (source.topics, or source.subscribe_pattern
+        when set) that the broker lists without an error; None when it does not answer.
+        0 is a query that reads nothing with the broker up: a misspelt or missing topic,
+        or one the broker refuses (an ACL)."""
+        source = self.config.source
+        pattern = re.compile(source.subscribe_pattern) if source.subscribe_pattern else None
+        names = {topic.name for topic in source.topics}
+        try:
+            metadata = self._client().list_topics(timeout=5)
+        except Exception as err:  # as in __call__: a diagnostic, never a reason to stop
+            LOG.warning("source partitions unavailable: %s", err)
+            self.close()
+            return None
+        return sum(len(topic.partitions) for name, topic in metadata.topics.items()
+                   if topic.error is None
+                   and (pattern.fullmatch(name) if pattern else name in names))
 
     def close(self) -> None:
         if self.consumer is not None:

@@ -12,6 +12,7 @@ from typing import Any
 from streaming.exporter import Exporter
 from streaming.pipeline.batch import BatchProcessor
 from streaming.pipeline.stats import BatchStats
+from streaming.runtime.lag_probe import LagProbe
 from streaming.runtime.progress_events import JsonProgressListener
 
 
@@ -19,7 +20,7 @@ class ProgressListener(JsonProgressListener):
     """Prints one line per micro-batch and feeds the pipeline-health series."""
 
     def __init__(self, processor: BatchProcessor, exporter: Exporter | None,
-                 lag: Callable[[dict[str, Any]], int | None],
+                 lag: LagProbe,
                  printer: Callable[[str], None] | None = print,
                  after_first_batch: Callable[[], Any] | None = None) -> None:
         self.processor = processor
@@ -65,6 +66,9 @@ class ProgressListener(JsonProgressListener):
             ex.pipeline("kafka_health_pipeline_source_up", 0 if lag is None else 1)
             if lag is not None:
                 ex.pipeline("kafka_health_pipeline_source_lag_records", lag)
+            if end:  # a batch read them: the idle probe counts them when none comes
+                ex.pipeline("kafka_health_pipeline_source_partitions",
+                            sum(len(parts) for parts in end.values()))
             lost = offsets_lost(offsets_json(source.startOffset) if source else None, end)
             if lost:
                 ex.count("kafka_health_pipeline_source_data_loss_total", lost)
@@ -99,6 +103,9 @@ class ProgressListener(JsonProgressListener):
             # also before any batch (an empty topic at start is not an unreachable broker).
             reachable = self.lag(self.last_end or {}) is not None
             self.exporter.pipeline("kafka_health_pipeline_source_up", int(reachable))
+            readable = self.lag.readable_partitions() if reachable else None
+            if readable is not None:
+                self.exporter.pipeline("kafka_health_pipeline_source_partitions", readable)
 
     def onQueryTerminated(self, event: Any) -> None:
         if self.exporter:

@@ -402,6 +402,7 @@ def test_paging_set_matches_design() -> None:
         "KafkaHealthPipelineDown",
         "KafkaHealthPipelineStalled",
         "KafkaHealthSourceUnreachable",
+        "KafkaHealthSourceEmpty",
         "KafkaClusterDark",
     }
     assert duration_seconds(by_alert("KafkaUnderMinIsrPartitions")["for"]) <= 10

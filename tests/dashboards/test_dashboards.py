@@ -391,6 +391,7 @@ def _value(metric: str, labels: dict[str, str], troubled: bool) -> float:
         "kafka_health_pipeline_identity_defaulted_samples_total": 5 if troubled else 0,
         "kafka_health_pipeline_dq_failures_total": 1 if troubled else 0,
         "kafka_health_pipeline_source_up": 0 if troubled else 1,
+        "kafka_health_pipeline_source_partitions": 0 if troubled else 3,
         "kafka_health_pipeline_source_data_loss_total": 1 if troubled else 0,
         "kafka_health_pipeline_alert_push_failures_total": 2 if troubled else 0,
         "kafka_health_pipeline_exported_series": 4200,

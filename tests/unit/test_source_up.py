@@ -16,8 +16,12 @@ from streaming.source.kafka_python import KafkaStreamReader, reader_config
 from streaming.testbed.kafka import free_port
 
 
-def source_up_when_idle(bootstrap: str, last_end: dict[str, Any] | None) -> float | None:
-    config = load_config(None, environ={"KAFKA_HEALTH__SOURCE__BOOTSTRAP_SERVERS": bootstrap})
+def when_idle(bootstrap: str, last_end: dict[str, Any] | None, gauge: str,
+              **source: str) -> float | None:
+    """The gauge after an idle tick of a query subscribed as `source` says (YAML)."""
+    environ = {"KAFKA_HEALTH__SOURCE__BOOTSTRAP_SERVERS": bootstrap,
+               **{f"KAFKA_HEALTH__SOURCE__{key.upper()}": value for key, value in source.items()}}
+    config = load_config(None, environ=environ)
     exporter, probe = Exporter(), LagProbe(config)
     listener = ProgressListener(None, exporter, probe, printer=None)  # type: ignore[arg-type]
     listener.last_end = last_end
@@ -25,7 +29,22 @@ def source_up_when_idle(bootstrap: str, last_end: dict[str, Any] | None) -> floa
         listener.onQueryIdle(None)
     finally:
         probe.close()
-    return exporter.registry.get_sample_value("kafka_health_pipeline_source_up")
+    return exporter.registry.get_sample_value(gauge)
+
+
+def source_up_when_idle(bootstrap: str, last_end: dict[str, Any] | None) -> float | None:
+    return when_idle(bootstrap, last_end, "kafka_health_pipeline_source_up")
+
+
+def test_an_idle_query_counts_the_partitions_it_can_read(broker: Any, topic: str) -> None:
+    """0 with the broker up is a subscription that reads nothing (KafkaHealthSourceEmpty):
+    a misspelt name, a topic not there yet, or one the broker refuses."""
+    gauge = "kafka_health_pipeline_source_partitions"
+    assert when_idle(broker.bootstrap, None, gauge, topics=f"[{{name: {topic}}}]") == 3
+    assert when_idle(broker.bootstrap, None, gauge, topics="[{name: no-such-topic}]") == 0
+    assert when_idle(broker.bootstrap, None, gauge, subscribe_pattern=f"{topic[:-1]}.") == 3
+    # the broker down: unknown, not 0 (KafkaHealthSourceUnreachable says that)
+    assert when_idle(f"127.0.0.1:{free_port()}", None, gauge) is None
 
 
 def test_a_reachable_broker_is_up_before_any_batch(broker: Any) -> None:
