@@ -4,6 +4,7 @@ micro-batch for the console."""
 from __future__ import annotations
 
 import json
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -41,6 +42,9 @@ class ProgressListener(JsonProgressListener):
             # restarted driver would read as stalled since 1970 and page at once.
             self.exporter.pipeline("kafka_health_pipeline_last_batch_timestamp_seconds",
                                    time.time())
+            # Not known until a batch or a probe answers: left at 0, a query whose broker
+            # is down from the start would also page as subscribed to nothing.
+            self.exporter.pipeline("kafka_health_pipeline_source_partitions", math.nan)
 
     def onQueryProgress(self, event: Any) -> None:
         self.batch_committed.set()
