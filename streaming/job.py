@@ -30,6 +30,8 @@ from streaming.source.kafka_python import last_checkpointed_offsets
 from streaming.source.reader import read_decoded_stream
 
 LOG = logging.getLogger("kafka_health.job")
+# Spark's status message while a trigger asks its sources for new offsets (MicroBatchExecution).
+PLANNING_STATUS = "Getting offsets from"
 
 
 class Job:
@@ -148,15 +150,20 @@ class Job:
         return True
 
     def _await_batch_end(self, query: StreamingQuery, timeout: float) -> None:
-        """Until no trigger is active or a batch has committed since the call. With
+        """Until no batch is in flight or a batch has committed since the call. With
         batches back to back the query is never seen between triggers (the next one starts
-        within microseconds), but a progress event comes right after each commit."""
+        within microseconds), but a progress event comes right after each commit. A
+        trigger still asking the source for offsets has no batch yet: during an outage of
+        the metrics Kafka it waits out the client's timeouts there, and is not waited on."""
         assert self.listener is not None  # _start adds it before it starts the query
         committed = self.listener.batch_committed
         committed.clear()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if not query.status.get("isTriggerActive") or committed.wait(0.1):
+            status = query.status
+            if (not status.get("isTriggerActive")
+                    or str(status.get("message", "")).startswith(PLANNING_STATUS)
+                    or committed.wait(0.1)):
                 return
         LOG.warning("stopping mid-batch after %.0f s: the batch runs again at the next start",
                     timeout)
