@@ -222,7 +222,19 @@ def cmd_run(args: argparse.Namespace) -> int:
         exporter.start(config.exporter.bind, config.exporter.port)
     job = Job(config, exporter=exporter)
     job.install_signal_handlers()
-    job.start()
+    try:
+        job.start()
+    except NotStarted:
+        raise
+    except Exception as err:  # noqa: BLE001 - said in one line; the traceback from -v on
+        # A start that cannot write its tables (read-only, full, permissions) or recover
+        # what the last run owed: the pod restarts and KafkaHealthPipelineDown pages, and
+        # the line that says why must not be buried in a traceback.
+        LOG.debug("the start failed", exc_info=True)
+        first = str(err).strip().splitlines()
+        LOG.error("not started: %s%s (-v shows the traceback)", type(err).__name__,
+                  f": {first[0]}" if first else "")
+        return 1
     LOG.info("kafka-health running; metrics on %s:%d", config.exporter.bind, config.exporter.port)
     return job.run_until_stopped()
 

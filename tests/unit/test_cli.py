@@ -178,6 +178,40 @@ def test_usage_errors_exit_2_with_the_fix(argv: list[str], expected: str, tmp_pa
     assert "Traceback" not in err
 
 
+def test_a_start_that_cannot_write_its_tables_says_why_in_one_line(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Read-only tables at restart ended `run` in a raw traceback from the recovery step,
+    once per crash-looping restart."""
+    import logging
+
+    import streaming.job
+
+    class Unwritable:
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            pass
+
+        def install_signal_handlers(self) -> None:
+            pass
+
+        def start(self) -> None:
+            raise OSError("Generic LocalFileSystem error: Read-only file system (os error 30)"
+                          "\nsecond line of detail")
+
+    monkeypatch.setattr(streaming.job, "Job", Unwritable)
+    monkeypatch.setenv("KAFKA_HEALTH__EXPORTER__ENABLED", "false")
+    for verbose in ([], ["-v"]):
+        caplog.clear()
+        code = main([*verbose, "run", "--config", str(REPO / "deploy" / "config.example.yaml")])
+        assert code == 1
+        said = [r for r in caplog.records if r.levelno == logging.ERROR]
+        assert [r.getMessage() for r in said] == [
+            "not started: OSError: Generic LocalFileSystem error: Read-only file system (os "
+            "error 30) (-v shows the traceback)"]
+        traced = any(r.exc_info for r in caplog.records if r.levelno == logging.DEBUG)
+        assert traced == bool(verbose)
+
+
 def test_run_with_its_metrics_port_taken_refuses_to_start_and_names_the_fix(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:

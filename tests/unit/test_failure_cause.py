@@ -41,3 +41,19 @@ def test_the_last_one_when_several_and_none_without() -> None:
     assert own_cause(text) == "SecondError: two"
     assert own_cause("java.lang.IllegalStateException: boom\n  at org.apache...") is None
     assert own_cause("streaming.pipeline.batch: a logger's line, not an exception") is None
+
+
+def test_without_the_projects_own_the_python_exception_is_the_cause() -> None:
+    """Tables the job may not write: the read task's PermissionError, in 433 lines of
+    Spark's text, was the one line that said why."""
+    text = ("org.apache.spark.sql.execution.streaming.sources.ForeachBatchUserFuncException: "
+            "[FOREACH_BATCH_USER_FUNCTION_ERROR] An error occurred\n"
+            "pyspark.errors.exceptions.captured.PythonException: \n"
+            "  An exception was thrown from the Python worker. Please see the stack trace below.\n"
+            "Traceback (most recent call last):\n"
+            '  File "/x/task_files.py", line 80, in write\n'
+            "PermissionError: [Errno 1] Failed to open local file '/d/bronze/p.parquet'\n"
+            "\tat org.apache.spark.api.python.BasePythonRunner.handlePythonException\n"
+            "Caused by: java.lang.IllegalStateException: boom\n")
+    assert own_cause(text) == ("PermissionError: [Errno 1] Failed to open local file "
+                               "'/d/bronze/p.parquet'")
