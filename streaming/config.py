@@ -63,12 +63,18 @@ def kafka_client_config(bootstrap_servers: str, kafka: dict[str, str],
     return conf
 
 
+# What librdkafka says of settings no deployment can run with; other errors at a client's
+# creation (a PEM or keystore checked with a placeholder secret) are not the config's.
+_REFUSALS = ("No such configuration property", "Invalid value", "is not supported",
+             "No provider for SASL mechanism", "must be set")
+
+
 def librdkafka_refusal(kafka: Mapping[str, Any], secrets: Iterable[str]) -> str | None:
     """What librdkafka (confluent-kafka's client) says of these settings, None when it takes
     them: a misspelt name, a value of the wrong kind, a Java client's setting, a SASL
-    mechanism this build lacks. Secrets are checked by name only, and the files that
-    `*.location` settings name are not opened: they may exist only where the job runs.
-    No connection is made (no bootstrap servers)."""
+    mechanism this build lacks. Secrets are checked by name only (a placeholder value),
+    and the files that `*.location` settings name are not opened: they may exist only
+    where the job runs. No connection is made (no bootstrap servers)."""
     from confluent_kafka import Consumer, KafkaException
 
     conf = {key: value if isinstance(value, str) else json.dumps(value)
@@ -81,6 +87,8 @@ def librdkafka_refusal(kafka: Mapping[str, Any], secrets: Iterable[str]) -> str 
             Consumer({**part, "group.id": "kafka-health-check-config", "log_level": 0}).close()
         except KafkaException as err:
             said = err.args[0].str()
+            if not any(refusal in said for refusal in _REFUSALS):
+                continue
             # librdkafka quotes a value it refuses, and a value may be a secret
             for value in sorted(set(part.values()), key=len, reverse=True):
                 if len(value) >= 3:

@@ -92,6 +92,10 @@ def test_client_settings_are_checked_without_their_files_or_secret_values(tmp_pa
                            "/nowhere/ca.pem, ssl.key.location: /nowhere/key.pem}\n"
                            "  secrets: {ssl.key.password: {file: /nowhere/password}}\n")
     assert load_config(path, environ={}).source.kafka["ssl.ca.location"] == "/nowhere/ca.pem"
+    path = write(tmp_path, "source:\n  kafka: {security.protocol: SSL, ssl.keystore.location: "
+                           "/nowhere/ks.p12}\n  secrets: {ssl.keystore.password: {env: KS},"
+                           " ssl.key.pem: {file: /nowhere/key.pem}}\n")
+    assert load_config(path, environ={}).source.kafka["security.protocol"] == "SSL"
     path = write(tmp_path, "source:\n  engine: spark\n  kafka: {sasl.jaas.config: x}\n")
     assert load_config(path, environ={}).source.kafka == {"sasl.jaas.config": "x"}
 
