@@ -336,17 +336,18 @@ class KafkaStreamReader(DataSourceStreamReader):
         )
         self._meta: Any = None
         self._admin_client: Any = None
-        # Each topic's id as the checkpoint knows it: the incarnation its offsets belong to.
+        # Each topic's id as the checkpoint knows it (the incarnation its offsets belong
+        # to) and, with failOnDataLoss off, the batch that reads recreated topics from
+        # their log start: {"topics": [...], "from": offsets, "end": offsets or None}.
         self._ids_file = (join(options["checkpointLocation"], TOPIC_IDS_FILE)
                           if options.get("checkpointLocation") else None)
-        self._known_ids: dict[str, str] = self._stored_topic_ids()
-        self._stored = dict(self._known_ids)
+        self._known_ids: dict[str, str] = {}
+        self._restart: dict[str, Any] | None = None
+        self._restart_planned = False
+        self._stored: str | None = None
+        self._ids_readable = False
+        self._load_topic_ids()
         self._ids_checked = False
-        # Recreated topics (failOnDataLoss off): to read from their log start in the next
-        # batch, and their old ids, kept in the file until Spark commits that batch.
-        self._restart_topics: set[str] = set()
-        self._unsettled: dict[str, str] = {}
-        self._settles_at: dict[str, set[str]] = {}  # a planned end: the topics it restarts
         self._initial: dict[str, dict[str, int]] | None = None
         self._unreachable = Recurring(UNREACHABLE_EVERY)
         self._nothing = Recurring(NOTHING_TO_READ_EVERY)
@@ -442,7 +443,10 @@ class KafkaStreamReader(DataSourceStreamReader):
                 if self.starting == "latest":
                     self._initial = latest
                 start = self.initialOffset()
-            self._check_topic_ids(start, latest)
+            recreated = self._check_topic_ids(start, latest)
+            if recreated:
+                self._mark_restart(recreated, start, None)
+            reading_from = self._restart_start(start, latest)
         except KafkaException as err:
             if start is None:
                 raise KafkaUnavailableError(
@@ -461,58 +465,92 @@ class KafkaStreamReader(DataSourceStreamReader):
         if vanished:
             self._data_loss(f"partition(s) {', '.join(vanished)} no longer exist: the topic "
                             "was deleted or the broker lost its data")
-        if self._restart_topics:
-            start = {**start, **{topic: {p: self._watermarks(topic, int(p))[0] for p in parts}
-                                 for topic, parts in latest.items()
-                                 if topic in self._restart_topics}}
-        return self._capped(start, latest) if self.max_per_trigger else latest
+        end = self._capped(reading_from, latest) if self.max_per_trigger else latest
+        if self._restart is not None and not self._restart_planned \
+                and self._restart["end"] != end:
+            self._restart["end"] = end  # the restart batch's end, until Spark plans it
+            self._store_topic_ids()
+        return end
 
     # ---- topic ids: a topic deleted and created again is data loss ----
-    def _stored_topic_ids(self) -> dict[str, str]:
+    def _load_topic_ids(self) -> None:
+        """The checkpoint's topic ids and pending restart. A file the store cannot read
+        now is read again at the next check, and not written over until then."""
+        self._ids_readable = True
         if self._ids_file is None:
-            return {}
+            return
         try:
             text = read_text(self._ids_file, checkpoint_storage(self.options))
-            stored = json.loads(text) if text else {}
-        except (OSError, ValueError) as err:
+        except OSError as err:
+            self._ids_readable = False
             LOG.warning("cannot read the topic ids in %s (%s): a topic deleted and created "
-                        "again while the job was down is not noticed", TOPIC_IDS_FILE, err)
-            return {}
-        return {str(k): str(v) for k, v in stored.items()} if isinstance(stored, dict) else {}
+                        "again is not noticed until it can", TOPIC_IDS_FILE, err)
+            return
+        try:
+            stored = json.loads(text) if text else {}
+        except ValueError:
+            stored = {}
+        stored = stored if isinstance(stored, dict) else {}
+        topics, restart = stored.get("topics"), stored.get("restart")
+        self._known_ids = ({str(k): str(v) for k, v in topics.items()}
+                           if isinstance(topics, dict) else {})
+        self._restart = (restart if isinstance(restart, dict)
+                         and isinstance(restart.get("topics"), list) else None)
+        self._stored = text
+
+    def _store_topic_ids(self) -> None:
+        if self._ids_file is None or not self._ids_readable:
+            return
+        state: dict[str, Any] = {"topics": self._known_ids}
+        if self._restart is not None:
+            state["restart"] = self._restart
+        text = json.dumps(state, sort_keys=True)
+        if text == self._stored:
+            return
+        try:
+            write_text(self._ids_file, text, checkpoint_storage(self.options))
+        except OSError as err:  # the next trigger tries again
+            LOG.warning("cannot write the topic ids to %s: %s", TOPIC_IDS_FILE, err)
+            return
+        self._stored = text
 
     def _topic_ids(self, topics: list[str]) -> dict[str, str]:
-        """Each topic's id from the broker; a topic gone since the listing, refused, or
-        without an id (a broker before Kafka 2.8) is left out, so it is not compared.
-        KafkaException when the broker does not answer."""
+        """Each topic's id from the broker; a topic it cannot describe (gone since the
+        listing, refused, an error of its own) or without an id (a broker before Kafka
+        2.8) is left out, so it is not compared. KafkaException when the broker does not
+        answer."""
         from confluent_kafka import KafkaError, KafkaException, TopicCollection
 
         if not topics:
             return {}
         futures = self._admin().describe_topics(TopicCollection(sorted(topics)),
                                                 request_timeout=15)
+        unreachable = (KafkaError._TRANSPORT, KafkaError._TIMED_OUT,
+                       KafkaError._ALL_BROKERS_DOWN)
         out: dict[str, str] = {}
         for name, future in futures.items():
             try:
                 topic_id = str(future.result().topic_id)
             except KafkaException as err:
-                if err.args[0].code() in (KafkaError.UNKNOWN_TOPIC_OR_PART,
-                                          KafkaError.TOPIC_AUTHORIZATION_FAILED):
-                    continue
-                raise
+                if err.args[0].code() in unreachable:
+                    raise
+                LOG.debug("topic %s not described (%s): its id is not compared", name, err)
+                continue
             if topic_id != NO_TOPIC_ID:
                 out[name] = topic_id
         return out
 
-    def _check_topic_ids(self, start: Mapping[str, Any], latest: Mapping[str, Any]) -> None:
-        """Data loss when a topic the query has offsets for has another id than when they
-        were taken: it was deleted and created again, and offsets alone cannot tell once
-        the new topic has grown past them (Spark's own source cannot either). Its records
-        below the old offsets would be skipped without a word. With failOnDataLoss off the
-        new topic is read from its log start in the next batch; its new id is stored once
-        that batch is committed, so a restart before then finds the recreation again (and
-        reads that batch twice rather than lose it)."""
+    def _check_topic_ids(self, start: Mapping[str, Any], latest: Mapping[str, Any]
+                         ) -> set[str]:
+        """The topics the query has offsets for whose id changed since: deleted and
+        created again. Offsets alone cannot tell once the new topic has grown past them
+        (Spark's own source cannot either), and its records below them would be skipped
+        without a word: data loss, which stops the query unless failOnDataLoss is off."""
+        if not self._ids_readable:
+            self._load_topic_ids()
         current = self._topic_ids(list(latest))
         self._ids_checked = True
+        recreated = set()
         for topic, topic_id in sorted(current.items()):
             known = self._known_ids.get(topic)
             if topic in start and known is not None and known != topic_id:
@@ -521,25 +559,39 @@ class KafkaStreamReader(DataSourceStreamReader):
                     f"offsets were taken (topic id {known}, now {topic_id}): those offsets "
                     "are the old topic's, and the new topic's records below them would be "
                     "skipped", instead="read the new topic from its first offset")
-                self._restart_topics.add(topic)
-                self._unsettled.setdefault(topic, known)
+                recreated.add(topic)
         self._known_ids.update(current)
         self._store_topic_ids()
+        return recreated
 
-    def _store_topic_ids(self) -> None:
-        """Written when a topic is new to the checkpoint, before any batch reads it, so
-        that a restart compares against its id; a recreated topic keeps its old id here
-        until its restart is settled."""
-        ids = {**self._known_ids, **self._unsettled}
-        if self._ids_file is None or ids == self._stored:
-            return
-        try:
-            write_text(self._ids_file, json.dumps(ids, sort_keys=True),
-                       checkpoint_storage(self.options))
-        except OSError as err:  # the next trigger tries again
-            LOG.warning("cannot write the topic ids to %s: %s", TOPIC_IDS_FILE, err)
-            return
-        self._stored = ids
+    def _mark_restart(self, topics: set[str], start: Mapping[str, Any],
+                      end: Mapping[str, Any] | None) -> None:
+        """The next batch from `start` (the one ending at `end`, once known) reads these
+        topics from their log start. Stored before that batch is planned: a restart
+        replays it, or, once it is committed, goes on after it."""
+        if self._restart is not None and not self._restart_planned:
+            topics = topics | set(self._restart["topics"])
+        self._restart = {"topics": sorted(topics), "from": dict(start),
+                         "end": dict(end) if end is not None else None}
+        self._restart_planned = end is not None
+        self._store_topic_ids()
+
+    def _restart_start(self, start: dict, latest: Mapping[str, Any]) -> dict:
+        """Where the next batch reads from: `start`, with the recreated topics still to
+        restart at their log start. Spark asks for the next batch only once the planned
+        one is committed, so a restart batch planned (by this reader, or in the offset
+        log before a restart) is done with here."""
+        restart = self._restart
+        if restart is not None and (self._restart_planned or (
+                restart["end"] is not None and restart["end"] == self._last_end
+                and restart["end"] != restart["from"])):
+            self._restart, self._restart_planned = None, False
+            self._store_topic_ids()
+            return start
+        if restart is None:
+            return start
+        return {**start, **{topic: {p: self._watermarks(topic, int(p))[0] for p in parts}
+                            for topic, parts in latest.items() if topic in restart["topics"]}}
 
     def _bootstrap(self) -> str:
         return self.options.get("kafka.bootstrap.servers", "?")
@@ -571,12 +623,15 @@ class KafkaStreamReader(DataSourceStreamReader):
 
     def partitions(self, start: dict, end: dict) -> list[ReadTask]:
         if not self._ids_checked:  # a batch planned before a restart, replayed
-            self._check_topic_ids(start, end)
-        # Spark may ask for the same batch's partitions more than once: kept until the
-        # batch is committed, not used up here.
-        restart = set(self._restart_topics)
-        if restart:
-            self._settles_at[json.dumps(end, sort_keys=True)] = restart
+            self._check_replayed_batch(start, end)
+        if start == end:  # Spark's call for the batch it committed before a restart
+            self._last_end = end
+            return []
+        # The same answer however often Spark asks for a batch's partitions.
+        restart: set[str] = set()
+        if self._restart is not None and self._restart["end"] == end:
+            restart = set(self._restart["topics"])
+            self._restart_planned = True
         ranges: list[KafkaRange] = []
         for topic, parts in end.items():
             for p, stop in parts.items():
@@ -598,6 +653,24 @@ class KafkaStreamReader(DataSourceStreamReader):
         return [ReadTask(task) for task in plan_tasks(ranges, self.max_tasks,
                                                       self.min_records_per_task)]
 
+    def _check_replayed_batch(self, start: dict, end: dict) -> None:
+        """The first partitions() after a restart, before any latestOffset(): Spark's
+        replay of a batch planned before it, or (start == end) its call for the batch it
+        had committed. Topics recreated while the job was down are read from their log
+        start by the replayed batch, or else by the next one (failOnDataLoss off). A
+        broker that does not answer leaves the batch unchecked rather than fail the query:
+        its reads wait."""
+        from confluent_kafka import KafkaException
+
+        try:
+            recreated = self._check_topic_ids(start, end)
+        except KafkaException as err:
+            LOG.warning("cannot compare the topics' ids for the batch replayed after the "
+                        "restart (%s)", err)
+            return
+        if recreated:  # Spark's call for a committed batch at a restart has start == end
+            self._mark_restart(recreated, start, end if end != start else None)
+
     def _data_loss(self, message: str, instead: str = "skip ahead") -> None:
         if self.fail_on_data_loss:
             raise KafkaDataLossError(
@@ -607,11 +680,6 @@ class KafkaStreamReader(DataSourceStreamReader):
 
     def commit(self, end: dict) -> None:
         self._last_end = end
-        settled = self._settles_at.pop(json.dumps(end, sort_keys=True), set())
-        if settled:
-            self._restart_topics -= settled
-            self._unsettled = {t: i for t, i in self._unsettled.items() if t not in settled}
-            self._store_topic_ids()
 
     def stop(self) -> None:
         if self._meta is not None:
