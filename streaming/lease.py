@@ -40,7 +40,8 @@ class LeaseHeld(NotStarted):
 
 
 class LeaseLost(RuntimeError):
-    """Another job took this job's lease over (it thought this one dead)."""
+    """The running job's lease is no longer its own: another job took it over (it thought
+    this one dead), or its folder or file is gone."""
 
 
 def local_dir(path: str) -> Path | None:

@@ -45,7 +45,7 @@ def claim_tables(delta_root: str, checkpoint: str, app_id: str, checkpoint_is_ne
     owner = tables_owner(delta_root, storage_options)
     if owner is not None and owner["app_id"] != app_id and checkpoint_is_new:
         here = redact_url(checkpoint)
-        was = (f"{delta_root} holds tables written under checkpoint "
+        was = (f"{redact_url(delta_root)} holds tables written under checkpoint "
                f"{owner.get('checkpoint', '?')} (app id {owner['app_id']}), and checkpoint "
                f"{here} is new (no offsets): "
                + ("it was deleted or emptied since" if owner.get("checkpoint") == here else
@@ -60,7 +60,7 @@ def claim_tables(delta_root: str, checkpoint: str, app_id: str, checkpoint_is_ne
                 "bronze. Point spark.checkpoint back at the old checkpoint, or delta.path at "
                 "new tables; to read them again anyway, start once with "
                 "spark.accept_new_checkpoint: true (KAFKA_HEALTH__SPARK__ACCEPT_NEW_CHECKPOINT"
-                "=true)")
+                "=true) and unset it once the job runs")
         else:
             LOG.warning("%s. spark.accept_new_checkpoint: reading the topics from %s again "
                         "into those tables", was, starting_offsets)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import re
 from typing import Any
 
 from streaming.config import Config
@@ -61,18 +60,18 @@ class LagProbe:
         when set) that the broker lists without an error; None when it does not answer.
         0 is a query that reads nothing with the broker up: a misspelt or missing topic,
         or one the broker refuses (an ACL)."""
+        from streaming.source.kafka_python import subscribed_partitions
+
         source = self.config.source
-        pattern = re.compile(source.subscribe_pattern) if source.subscribe_pattern else None
-        names = {topic.name for topic in source.topics}
+        # the source's own subscription: the pattern when set, else the topic names
+        names = [] if source.subscribe_pattern else [topic.name for topic in source.topics]
         try:
             metadata = self._client().list_topics(timeout=5)
         except Exception as err:  # as in __call__: a diagnostic, never a reason to stop
             LOG.warning("source partitions unavailable: %s", err)
             self.close()
             return None
-        return sum(len(topic.partitions) for name, topic in metadata.topics.items()
-                   if topic.error is None
-                   and (pattern.fullmatch(name) if pattern else name in names))
+        return len(subscribed_partitions(metadata, names, source.subscribe_pattern)[0])
 
     def close(self) -> None:
         if self.consumer is not None:

@@ -50,7 +50,7 @@ from streaming.locations import filesystem, is_local, join, read_text, write_tex
 from streaming.logsetup import spark_process_kafka_settings
 from streaming.redact import redact_url
 from streaming.runtime.gc_policy import pace_cycle_collector
-from streaming.runtime.recurring import Recurring
+from streaming.runtime.repeated_warning import RepeatedWarning
 from streaming.schemas import arrow_schema, spark_ddl
 from streaming.sinks.task_files import TaskWriter
 
@@ -212,6 +212,24 @@ def reader_config(options: dict[str, str]) -> dict[str, Any]:
     return conf
 
 
+def subscribed_partitions(metadata: Any, topics: list[str], pattern: str | None
+                          ) -> tuple[list[tuple[str, int]], list[str]]:
+    """The (topic, partition) pairs of a subscription (topic names, or a pattern that
+    matches whole names) in a client's cluster metadata, and the subscribed topics the
+    broker listed with an error instead (an ACL: "name (error)")."""
+    wanted = set(topics)
+    regex = re.compile(pattern) if pattern else None
+    out: list[tuple[str, int]] = []
+    refused: list[str] = []
+    for name, topic in metadata.topics.items():
+        if name in wanted or (regex is not None and regex.fullmatch(name)):
+            if topic.error is not None:
+                refused.append(f"{name} ({topic.error.str()})")
+                continue
+            out.extend((name, p) for p in topic.partitions)
+    return sorted(out), refused
+
+
 def _as_bool(value: str | None, default: bool) -> bool:
     return default if value is None else value.strip().lower() in ("1", "true", "yes")
 
@@ -349,8 +367,8 @@ class KafkaStreamReader(DataSourceStreamReader):
         self._load_topic_ids()
         self._ids_checked = False
         self._initial: dict[str, dict[str, int]] | None = None
-        self._unreachable = Recurring(UNREACHABLE_EVERY)
-        self._nothing = Recurring(NOTHING_TO_READ_EVERY)
+        self._unreachable = RepeatedWarning(UNREACHABLE_EVERY)
+        self._nothing = RepeatedWarning(NOTHING_TO_READ_EVERY)
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -378,18 +396,9 @@ class KafkaStreamReader(DataSourceStreamReader):
 
     def _partitions(self) -> list[tuple[str, int]]:
         metadata = self._consumer().list_topics(timeout=15)
-        wanted = set(self.topics)
-        regex = re.compile(self.pattern) if self.pattern else None
-        out = []
-        refused: list[str] = []
-        for name, topic in metadata.topics.items():
-            if name in wanted or (regex is not None and regex.fullmatch(name)):
-                if topic.error is not None:
-                    refused.append(f"{name} ({topic.error.str()})")
-                    continue
-                out.extend((name, p) for p in topic.partitions)
+        out, refused = subscribed_partitions(metadata, self.topics, self.pattern)
         self._warn_nothing_to_read(not out, refused)
-        return sorted(out)
+        return out
 
     def _warn_nothing_to_read(self, nothing: bool, refused: list[str]) -> None:
         """A subscription that matches no readable partition runs idle and looks healthy
@@ -597,13 +606,13 @@ class KafkaStreamReader(DataSourceStreamReader):
         return self.options.get("kafka.bootstrap.servers", "?")
 
     def _warn_unreachable(self, err: Exception) -> None:
-        held = self._unreachable.due()
-        if held == 0.0:
+        lasted = self._unreachable.due()
+        if lasted == 0.0:
             LOG.warning("Kafka at %s unreachable (%s); the query waits for it", self._bootstrap(),
                         err)
-        elif held is not None:
+        elif lasted is not None:
             LOG.warning("Kafka at %s still unreachable after %.0fs (%s)", self._bootstrap(),
-                        held, err)
+                        lasted, err)
 
     def _capped(self, start: dict, latest: dict) -> dict:
         """Spread the per-trigger cap over partitions in proportion to their backlog."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from streaming.runtime.recurring import Recurring
+from streaming.runtime.repeated_warning import RepeatedWarning
 
 
 class Clock:
@@ -15,7 +15,7 @@ class Clock:
 
 def test_said_at_the_start_then_every_period_then_its_length_at_the_end() -> None:
     clock = Clock()
-    outage = Recurring(60.0, clock)
+    outage = RepeatedWarning(60.0, clock)
     assert outage.ended() is None  # nothing held: nothing to say
     said = []
     for _ in range(26):  # a check every 5 s for 125 s

@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 
 
-class Recurring:
+class RepeatedWarning:
     """When to say a lasting condition again: at its start and every `every` seconds."""
 
     def __init__(self, every: float, clock: Callable[[], float] = time.monotonic) -> None:
