@@ -73,11 +73,18 @@ def committed(broker: Any, tmp_path: Path) -> tuple[str, Path, dict]:
     return topic, tmp_path, end
 
 
-def test_a_restart_after_the_topic_was_recreated_and_grew_past_the_offsets_stops(
-        broker: Any, committed: tuple[str, Path, dict]) -> None:
-    topic, checkpoint, end = committed
+@pytest.fixture
+def recreated(broker: Any, committed: tuple[str, Path, dict]) -> tuple[str, Path, dict]:
+    """The committed topic deleted and created again with 8 records: past the old 5."""
+    topic, _, _ = committed
     recreate(broker.bootstrap, topic)
-    produce(broker.bootstrap, topic, 8)  # past the old topic's 5: the offsets look fine
+    produce(broker.bootstrap, topic, 8)
+    return committed
+
+
+def test_a_restart_after_the_topic_was_recreated_and_grew_past_the_offsets_stops(
+        broker: Any, recreated: tuple[str, Path, dict]) -> None:
+    topic, checkpoint, end = recreated  # past the old topic's 5: the offsets look fine
     restarted = reader(broker.bootstrap, topic, checkpoint)
     with pytest.raises(KafkaDataLossError, match=f"topic {topic} was deleted and created "
                        "again.*fail_on_data_loss: false to read the new topic from its "
@@ -92,10 +99,8 @@ def test_a_restart_after_the_topic_was_recreated_and_grew_past_the_offsets_stops
 
 
 def test_without_fail_on_data_loss_the_new_topic_is_read_from_its_start(
-        broker: Any, committed: tuple[str, Path, dict]) -> None:
-    topic, checkpoint, end = committed
-    recreate(broker.bootstrap, topic)
-    produce(broker.bootstrap, topic, 8)
+        broker: Any, recreated: tuple[str, Path, dict]) -> None:
+    topic, checkpoint, end = recreated
     restarted = reader(broker.bootstrap, topic, checkpoint, fail=False)
     latest = restarted.latestOffset()
     assert latest == {topic: {"0": 8}}
@@ -170,10 +175,8 @@ def test_a_capped_restart_reads_the_new_topic_once_in_order(
 
 
 def test_a_restart_after_the_restart_batch_was_committed_goes_on_after_it(
-        broker: Any, committed: tuple[str, Path, dict]) -> None:
-    topic, checkpoint, end = committed
-    recreate(broker.bootstrap, topic)
-    produce(broker.bootstrap, topic, 8)
+        broker: Any, recreated: tuple[str, Path, dict]) -> None:
+    topic, checkpoint, end = recreated
     first = reader(broker.bootstrap, topic, checkpoint, fail=False)
     planned, offsets = next_batch(first, end)
     assert offsets == list(range(8))
