@@ -55,7 +55,8 @@ from streaming.schemas import arrow_schema, spark_ddl
 from streaming.sinks.task_files import TaskWriter
 
 LOG = logging.getLogger("kafka_health.source")
-# Each subscribed topic's id (KIP-516) as of the newest committed batch, in the checkpoint.
+# Each subscribed topic's id (KIP-516), and the pending restart of a recreated one, in
+# the checkpoint.
 TOPIC_IDS_FILE = "kafka_health_topic_ids.json"
 # A topic id the broker does not know (a broker before Kafka 2.8): nothing to compare.
 NO_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAA"
