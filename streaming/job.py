@@ -20,7 +20,7 @@ from streaming.lease import Leases
 from streaming.metadata.service import MetadataService
 from streaming.pipeline.batch import BatchProcessor
 from streaming.pipeline.recovery import PendingMarker, checkpoint_app_id
-from streaming.pipeline.tables_owner import claim_tables
+from streaming.pipeline.tables_owner import claim_tables, renew_if_logs_lost
 from streaming.runtime.failure import own_cause
 from streaming.runtime.lag_probe import LagProbe
 from streaming.runtime.planning_daemons import stop_planning_daemons
@@ -77,12 +77,18 @@ class Job:
             raise
 
     def _claim_tables(self) -> None:
-        """CheckpointReplaced when this checkpoint is new and another's wrote the tables."""
+        """A checkpoint whose logs were deleted takes a new app id; then CheckpointReplaced
+        when this checkpoint is new and another's wrote the tables."""
         config, storage = self.config, self.config.delta.storage()
+        is_new = last_checkpointed_offsets(config.spark.checkpoint, storage) is None
+        renewed = is_new and renew_if_logs_lost(
+            config.spark.checkpoint, self.processor.app_id, self.processor.tables["bronze"],
+            storage)
+        if renewed:
+            self.processor.set_app_id(renewed)
         claim_tables(config.delta.path, config.spark.checkpoint, self.processor.app_id,
-                     last_checkpointed_offsets(config.spark.checkpoint, storage) is None,
-                     config.source.starting_offsets, config.spark.accept_new_checkpoint,
-                     storage)
+                     is_new, config.source.starting_offsets,
+                     config.spark.accept_new_checkpoint, storage)
 
     def _start(self) -> StreamingQuery:
         self.processor.recover()

@@ -33,7 +33,18 @@ def checkpoint_app_id(checkpoint: str, storage_options: Mapping[str, str] | None
     It lives in the checkpoint, local or on an object store, so a driver restarted on
     another machine finds it."""
     return locations.read_or_create_text(locations.join(checkpoint, APP_ID),
-                                         f"kafka-health-{uuid.uuid4()}", storage_options)
+                                         _new_app_id(), storage_options)
+
+
+def renew_app_id(checkpoint: str, storage_options: Mapping[str, str] | None = None) -> str:
+    """A new id for a checkpoint whose batch ids start from 0 again under its old one."""
+    app_id = _new_app_id()
+    locations.write_text(locations.join(checkpoint, APP_ID), app_id, storage_options)
+    return app_id
+
+
+def _new_app_id() -> str:
+    return f"kafka-health-{uuid.uuid4()}"
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,11 @@ it starts from `source.starting_offsets`, and with `earliest` it reads what Kafk
 holds into tables that already hold it, every record twice in bronze, with nothing said.
 The tables' root keeps the owning checkpoint's app id (`kafka_health_checkpoint.json`);
 a new checkpoint that meets another's tables refuses to start unless told to.
+
+A checkpoint that lost only its offsets and commits logs keeps its app id, and numbers its
+batches from 0 again: the tables, which skip a batch id their app transaction already
+holds (a replay), would skip every new batch up to the newest one written, and their
+records with it. Such a checkpoint takes a new app id, and is then a new checkpoint.
 """
 
 from __future__ import annotations
@@ -15,8 +20,10 @@ import logging
 from collections.abc import Mapping
 
 from streaming import locations
+from streaming.pipeline.recovery import renew_app_id
 from streaming.redact import redact_url
 from streaming.refusal import NotStarted
+from streaming.sinks.base import DeltaSink
 
 LOG = logging.getLogger("kafka_health.recovery")
 TABLES_OWNER = "kafka_health_checkpoint.json"
@@ -69,3 +76,19 @@ def claim_tables(delta_root: str, checkpoint: str, app_id: str, checkpoint_is_ne
                              json.dumps({"app_id": app_id,
                                          "checkpoint": redact_url(checkpoint)}),
                              storage_options)
+
+
+def renew_if_logs_lost(checkpoint: str, app_id: str, bronze: DeltaSink,
+                       storage_options: Mapping[str, str] | None = None) -> str | None:
+    """For a checkpoint with no offsets and the app id `app_id`: a new app id when bronze
+    (opened under `app_id`) already holds batches written under it, else None."""
+    written = bronze.transaction_version() if bronze.exists() else None
+    if written is None:
+        return None
+    renewed = renew_app_id(checkpoint, storage_options)
+    LOG.warning("checkpoint %s has no offsets, but bronze holds batches 0-%d written under "
+                "its app id %s: its offsets and commits logs were deleted. Its batches start "
+                "from 0 again, which the tables would skip as written, so it takes a new app "
+                "id (%s) and starts as a new checkpoint", redact_url(checkpoint), written,
+                app_id, renewed)
+    return renewed

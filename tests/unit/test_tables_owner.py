@@ -10,12 +10,15 @@ from pathlib import Path
 
 import pytest
 
+from streaming.pipeline.recovery import checkpoint_app_id
 from streaming.pipeline.tables_owner import (
     TABLES_OWNER,
     CheckpointReplaced,
     claim_tables,
+    renew_if_logs_lost,
     tables_owner,
 )
+from streaming.sinks.engines import open_table
 
 
 def claim(root: Path, app_id: str, new: bool, starting: str = "earliest",
@@ -65,3 +68,28 @@ def test_an_unreadable_owner_file_is_no_owner(tmp_path: Path) -> None:
     (tmp_path / TABLES_OWNER).write_text("{torn")
     claim(tmp_path, "second", new=True)
     assert json.loads((tmp_path / TABLES_OWNER).read_text())["app_id"] == "second"
+
+
+def test_a_checkpoint_that_lost_its_logs_takes_a_new_app_id(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Its offsets and commits deleted, its app id kept: batch ids from 0 again would be
+    skipped by bronze as written. A new id makes them new batches (and the checkpoint a
+    new one for claim_tables)."""
+    checkpoint, delta = tmp_path / "checkpoint", str(tmp_path / "delta")
+    old = checkpoint_app_id(str(checkpoint))
+    bronze = open_table("delta-rs", delta, "bronze", old)
+    assert renew_if_logs_lost(str(checkpoint), old, bronze) is None  # no table yet
+    bronze.add_files([], 4)
+    caplog.set_level(logging.WARNING, "kafka_health.recovery")
+    renewed = renew_if_logs_lost(str(checkpoint), old, bronze)
+    assert renewed is not None and renewed != old
+    assert checkpoint_app_id(str(checkpoint)) == renewed  # kept for the next start
+    assert "batches 0-4" in caplog.text and "offsets and commits logs were deleted" in caplog.text
+    assert not open_table("delta-rs", delta, "bronze", renewed).committed(0)
+    claim(tmp_path / "delta", old, new=False)  # the tables were written under the old id
+    with pytest.raises(CheckpointReplaced):
+        claim_tables(delta, str(checkpoint), renewed, True, "earliest", False)
+    # a checkpoint whose batches were never committed keeps its id
+    fresh = tmp_path / "fresh"
+    assert renew_if_logs_lost(str(fresh), checkpoint_app_id(str(fresh)), open_table(
+        "delta-rs", delta, "bronze", checkpoint_app_id(str(fresh)))) is None
