@@ -55,28 +55,32 @@ def controller_unknown(broker_rows: pa.Table, keys: pa.Table) -> pa.Array:
     again (its 0 is then a real 0), another broker claims (a failover), or the old claim
     leaves the rows handed in (the look-back).
     """
-    reported: dict[tuple[str, object], set[str]] = defaultdict(set)
-    claims: dict[tuple[str, object], set[str]] = defaultdict(set)
-    columns = broker_rows.select(["cluster", "broker", "window_start", "controller_claim"])
-    for row in columns.to_pylist():
-        if row["controller_claim"] is None:
-            continue
-        key = (row["cluster"], row["window_start"])
-        reported[key].add(row["broker"])
-        if row["controller_claim"] > 0:
-            claims[key].add(row["broker"])
-    unknown: set[tuple[str, object]] = set()
+    reported: dict[tuple[str, int], set[str]] = defaultdict(set)
+    claims: dict[tuple[str, int], set[str]] = defaultdict(set)
+    # windows as whole microseconds: a catch-up hands in thousands of rows, and Python
+    # datetimes cost several times more to make and compare
+    reporting = broker_rows.filter(pc.is_valid(broker_rows["controller_claim"]))
+    for cluster, broker, window, claim in zip(
+            reporting["cluster"].to_pylist(), reporting["broker"].to_pylist(),
+            _micros(reporting["window_start"]), reporting["controller_claim"].to_pylist(),
+            strict=True):
+        reported[(cluster, window)].add(broker)
+        if claim > 0:
+            claims[(cluster, window)].add(broker)
+    asked = list(zip(keys["cluster"].to_pylist(), _micros(keys["window_start"]), strict=True))
+    unknown: set[tuple[str, int]] = set()
     claimed: dict[str, set[str]] = {}
-    for key in sorted({*reported, *zip(keys["cluster"].to_pylist(),
-                                       keys["window_start"].to_pylist(), strict=True)}):
+    for key in sorted({*reported, *asked}):
         cluster = key[0]
         if not claims[key] and not claimed.get(cluster, set()) <= reported[key]:
             unknown.add(key)
         if claims[key]:
             claimed[cluster] = claims[key]
-    return pa.array([k in unknown for k in zip(keys["cluster"].to_pylist(),
-                                               keys["window_start"].to_pylist(), strict=True)],
-                    pa.bool_())
+    return pa.array([key in unknown for key in asked], pa.bool_())
+
+
+def _micros(column: pa.ChunkedArray | pa.Array) -> list[int]:
+    return pc.cast(column, pa.int64()).to_pylist()
 
 
 def cluster_signals(broker_rows: pa.Table, since: datetime | None = None) -> pa.Table:
