@@ -81,10 +81,10 @@ class Job:
         when this checkpoint is new and another's wrote the tables."""
         config, storage = self.config, self.config.delta.storage()
         is_new = last_checkpointed_offsets(config.spark.checkpoint, storage) is None
-        renewed = is_new and renew_if_logs_lost(
+        renewed = renew_if_logs_lost(
             config.spark.checkpoint, self.processor.app_id, self.processor.tables["bronze"],
-            storage)
-        if renewed:
+            storage) if is_new else None
+        if renewed is not None:
             self.processor.set_app_id(renewed)
         claim_tables(config.delta.path, config.spark.checkpoint, self.processor.app_id,
                      is_new, config.source.starting_offsets,
