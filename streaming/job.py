@@ -20,7 +20,11 @@ from streaming.lease import Leases
 from streaming.metadata.service import MetadataService
 from streaming.pipeline.batch import BatchProcessor
 from streaming.pipeline.recovery import PendingMarker, checkpoint_app_id
-from streaming.pipeline.tables_owner import claim_tables, renew_if_logs_lost
+from streaming.pipeline.tables_owner import (
+    claim_tables,
+    renew_if_logs_lost,
+    rewind_to_tables,
+)
 from streaming.runtime.failure import own_cause
 from streaming.runtime.lag_probe import LagProbe
 from streaming.runtime.planning_daemons import stop_planning_daemons
@@ -77,8 +81,9 @@ class Job:
             raise
 
     def _claim_tables(self) -> None:
-        """A checkpoint whose logs were deleted takes a new app id; then CheckpointReplaced
-        when this checkpoint is new and another's wrote the tables."""
+        """A checkpoint whose logs were deleted takes a new app id, one ahead of its tables
+        is cut back to them; then CheckpointReplaced when this checkpoint is new and
+        another's wrote the tables."""
         config, storage = self.config, self.config.delta.storage()
         is_new = last_checkpointed_offsets(config.spark.checkpoint, storage) is None
         renewed = renew_if_logs_lost(
@@ -86,6 +91,8 @@ class Job:
             storage) if is_new else None
         if renewed is not None:
             self.processor.set_app_id(renewed)
+        elif not is_new:
+            rewind_to_tables(config.spark.checkpoint, self.processor.tables["bronze"], storage)
         claim_tables(config.delta.path, config.spark.checkpoint, self.processor.app_id,
                      is_new, config.source.starting_offsets,
                      config.spark.accept_new_checkpoint, storage)

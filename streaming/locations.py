@@ -184,6 +184,13 @@ def exists(location: str, storage_options: Mapping[str, str] | None = None) -> b
     return fs.get_file_info(path).type != pafs.FileType.NotFound
 
 
+def file_names(folder: str, storage_options: Mapping[str, str] | None = None) -> list[str]:
+    """The names of the files directly in `folder`; none when it is not there."""
+    fs, path = filesystem(folder, storage_options)
+    found = fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
+    return [info.base_name for info in found if info.type == pafs.FileType.File]
+
+
 def read_text(location: str, storage_options: Mapping[str, str] | None = None) -> str | None:
     """The UTF-8 text of the file at `location`; None when there is no such file."""
     fs, path = filesystem(location, storage_options)

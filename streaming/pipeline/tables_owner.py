@@ -11,6 +11,11 @@ A checkpoint that lost only its offsets and commits logs keeps its app id, and n
 batches from 0 again: the tables, which skip a batch id their app transaction already
 holds (a replay), would skip every new batch up to the newest one written, and their
 records with it. Such a checkpoint takes a new app id, and is then a new checkpoint.
+
+The other way round, tables behind their checkpoint (bronze's newest commits lost: a
+restore from an older copy, a write the store did not keep) would never get the batches
+Spark committed since, and nothing would say so. The checkpoint's logs are cut back to
+the first batch bronze lacks, which Spark then replays from Kafka.
 """
 
 from __future__ import annotations
@@ -92,3 +97,44 @@ def renew_if_logs_lost(checkpoint: str, app_id: str, bronze: DeltaSink,
                 "id (%s) and starts as a new checkpoint", redact_url(checkpoint), written,
                 app_id, renewed)
     return renewed
+
+
+class TablesBehind(NotStarted):
+    """Bronze lacks batches the checkpoint committed, and the checkpoint no longer holds
+    the offsets to read them again."""
+
+
+def rewind_to_tables(checkpoint: str, bronze: DeltaSink,
+                     storage_options: Mapping[str, str] | None = None) -> int | None:
+    """When bronze (opened under the checkpoint's app id) holds fewer batches than the
+    checkpoint committed: cut the offsets and commits logs back so that Spark replays the
+    first batch bronze lacks, and return its id; None when bronze is not behind."""
+    commits = _batch_ids(locations.join(checkpoint, "commits"), storage_options)
+    written = bronze.transaction_version() if commits and bronze.exists() else None
+    if written is None or written >= commits[-1]:
+        return None
+    replay = written + 1
+    offsets = _batch_ids(locations.join(checkpoint, "offsets"), storage_options)
+    if replay not in offsets:
+        raise TablesBehind(
+            f"bronze holds batches up to {written} of checkpoint {redact_url(checkpoint)}, "
+            f"which committed batches up to {commits[-1]} and no longer has the offsets of "
+            f"batch {replay}: batches {replay}-{commits[-1]} are not in the tables and cannot "
+            "be read again from this checkpoint. Restore the tables' newer commits, or start "
+            "a new checkpoint on them (spark.accept_new_checkpoint)")
+    for log, first in (("commits", replay), ("offsets", replay + 1)):
+        for batch in reversed([b for b in (commits if log == "commits" else offsets)
+                               if b >= first]):
+            for name in (str(batch), f".{batch}.crc"):  # Hadoop's local checksum beside it
+                locations.delete(locations.join(checkpoint, log, name), storage_options)
+    LOG.warning("bronze holds batches up to %d, but checkpoint %s committed batches up to "
+                "%d: the tables lost their newest commits (restored from an older copy, or "
+                "writes the store did not keep). The checkpoint's logs are cut back to "
+                "batch %d, which is read again from Kafka", written, redact_url(checkpoint),
+                commits[-1], replay)
+    return replay
+
+
+def _batch_ids(folder: str, storage_options: Mapping[str, str] | None) -> list[int]:
+    return sorted(int(name) for name in locations.file_names(folder, storage_options)
+                  if name.isdigit())

@@ -14,8 +14,10 @@ from streaming.pipeline.recovery import checkpoint_app_id
 from streaming.pipeline.tables_owner import (
     TABLES_OWNER,
     CheckpointReplaced,
+    TablesBehind,
     claim_tables,
     renew_if_logs_lost,
+    rewind_to_tables,
     tables_owner,
 )
 from streaming.sinks.engines import open_table
@@ -93,3 +95,48 @@ def test_a_checkpoint_that_lost_its_logs_takes_a_new_app_id(
     fresh = tmp_path / "fresh"
     assert renew_if_logs_lost(str(fresh), checkpoint_app_id(str(fresh)), open_table(
         "delta-rs", delta, "bronze", checkpoint_app_id(str(fresh)))) is None
+
+
+def checkpoint_logs(checkpoint: Path, commits: range, offsets: range) -> None:
+    for log, batches in (("commits", commits), ("offsets", offsets)):
+        (checkpoint / log).mkdir(parents=True, exist_ok=True)
+        for batch in batches:
+            (checkpoint / log / str(batch)).write_text("v1\n{}\n")
+            (checkpoint / log / f".{batch}.crc").write_text("crc")
+
+
+def listed(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir())
+
+
+def test_tables_behind_their_checkpoint_cut_its_logs_back_so_spark_replays(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Bronze lost its newest commits (batches 4 and 5): Spark would go on after batch 5
+    and never write them. The logs are cut back to batch 4's offsets, uncommitted."""
+    checkpoint, delta = tmp_path / "checkpoint", str(tmp_path / "delta")
+    checkpoint_logs(checkpoint, range(6), range(7))
+    bronze = open_table("delta-rs", delta, "bronze", "app")
+    bronze.add_files([], 3)
+    caplog.set_level(logging.WARNING, "kafka_health.recovery")
+    assert rewind_to_tables(str(checkpoint), bronze) == 4
+    assert listed(checkpoint / "commits") == [
+        ".0.crc", ".1.crc", ".2.crc", ".3.crc", "0", "1", "2", "3"]
+    assert listed(checkpoint / "offsets") == [
+        ".0.crc", ".1.crc", ".2.crc", ".3.crc", ".4.crc", "0", "1", "2", "3", "4"]
+    assert "batches up to 3" in caplog.text and "committed batches up to 5" in caplog.text
+    assert rewind_to_tables(str(checkpoint), bronze) is None  # now in step
+    bronze.add_files([], 4)  # the replay written: bronze ahead of the commits is a replay
+    assert rewind_to_tables(str(checkpoint), bronze) is None
+
+
+def test_tables_behind_past_the_checkpoints_offsets_refuse_to_start(tmp_path: Path) -> None:
+    checkpoint, delta = tmp_path / "checkpoint", str(tmp_path / "delta")
+    checkpoint_logs(checkpoint, range(5, 9), range(5, 10))  # Spark purged the older ones
+    bronze = open_table("delta-rs", delta, "bronze", "app")
+    bronze.add_files([], 2)
+    with pytest.raises(TablesBehind, match=r"batches 3-8 are not in the tables"):
+        rewind_to_tables(str(checkpoint), bronze)
+    assert listed(checkpoint / "commits")[-1] == "8"  # refused: nothing cut
+    # tables with no batch of this checkpoint (another's, or new ones) are not behind it
+    assert rewind_to_tables(str(checkpoint), open_table("delta-rs", delta, "bronze",
+                                                        "other")) is None
