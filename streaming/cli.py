@@ -220,9 +220,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if config.exporter.enabled:
         exporter = Exporter(config=config.exporter)
         exporter.start(config.exporter.bind, config.exporter.port)
-    job = Job(config, exporter=exporter)
-    job.install_signal_handlers()
     try:
+        job = Job(config, exporter=exporter)  # opens the tables: one may be unreadable
+        job.install_signal_handlers()
         job.start()
     except NotStarted:
         raise

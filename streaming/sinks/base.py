@@ -47,6 +47,10 @@ class KeyRange:
     high: int | datetime
 
 
+class TableUnreadable(RuntimeError):
+    """A Delta table that is there but whose log cannot be read."""
+
+
 def key_ranges(schema: pa.Schema, data: pa.Table, keys: list[str]) -> list[KeyRange]:
     """The [min, max] of each ordered key (timestamps, integers) of `data`.
 

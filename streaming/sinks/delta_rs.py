@@ -13,16 +13,18 @@ from pathlib import Path
 
 import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
-from deltalake.exceptions import TableNotFoundError
+from deltalake.exceptions import DeltaError, TableNotFoundError
 from deltalake.schema import Field
 from deltalake.transaction import AddAction
 
 from streaming.locations import is_local, local_path
+from streaming.redact import redact_text, redact_url
 from streaming.sinks.base import (
     DROP_COLUMN,
     LOG_RETENTION,
     DeltaSink,
     PartitionFilters,
+    TableUnreadable,
     key_ranges,
 )
 from streaming.sinks.predicates import Filter, arrow_filter
@@ -48,7 +50,14 @@ class DeltaRsTable(DeltaSink):
             return self._table
         properties = {LOG_RETENTION: self.log_retention} if self.log_retention else {}
         try:
-            table = DeltaTable(self.path, storage_options=self.storage_options)
+            try:
+                table = DeltaTable(self.path, storage_options=self.storage_options)
+            except TableNotFoundError:
+                raise
+            except DeltaError as err:  # a torn or missing log file: say which table
+                raise TableUnreadable(f"Delta table {redact_url(self.path)} cannot be read "
+                                      f"({redact_text(str(err))}); its _delta_log needs repair or a restore"
+                                      ) from err
             if properties and table.metadata().configuration.get(LOG_RETENTION) != self.log_retention:
                 table.alter.set_table_properties(properties)
         except TableNotFoundError:

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import os
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.dataset as ds
+import pytest
 
+from streaming.sinks.base import TableUnreadable
 from streaming.sinks.delta_rs import DeltaRsTable
+from streaming.sinks.engines import open_table
 
 TS = pa.timestamp("us", "UTC")
 
@@ -103,3 +107,13 @@ def test_log_retention_keeps_the_log_short_and_the_batches_transactions(tmp_path
     assert reopened.committed(1) and reopened.committed(batches)
     assert not reopened.upsert(rows(table, ["a"], at, 999), batch_id=5), "replayed batch"
     assert reopened.read().column("samples").to_pylist() == [batches]
+
+
+def test_a_torn_log_names_its_table(tmp_path: Path) -> None:
+    """A commit file cut short (a write the store did not finish): the error says which
+    table, where delta-rs' own names neither table nor file."""
+    open_table("delta-rs", str(tmp_path), "bronze", "app").add_files([], 0)
+    newest = sorted((tmp_path / "bronze" / "_delta_log").glob("*.json"))[-1]
+    newest.write_bytes(newest.read_bytes()[:40])
+    with pytest.raises(TableUnreadable, match=r"Delta table .*bronze cannot be read"):
+        open_table("delta-rs", str(tmp_path), "bronze", "app").ensure()
