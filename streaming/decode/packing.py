@@ -33,11 +33,14 @@ from streaming.signals.incremental import NewestSegments, chunk_parts
 from streaming.sinks.task_files import TaskFile, TaskWriter
 
 LOG = logging.getLogger("kafka_health.packing")
+# `lost`: offset ranges a read task found gone (retention, a broker that lost data) and
+# skipped over, with failOnDataLoss off; the driver counts them as data loss.
 PACKED_DDL = ("`records` BIGINT, `decoded` BINARY, `summary` BINARY, `partials` BINARY, "
-              "`segments` BINARY, `files` STRING")
+              "`segments` BINARY, `files` STRING, `lost` BIGINT")
 PACKED_SCHEMA = pa.schema([("records", pa.int64()), ("decoded", pa.binary()),
                            ("summary", pa.binary()), ("partials", pa.binary()),
-                           ("segments", pa.binary()), ("files", pa.string())])
+                           ("segments", pa.binary()), ("files", pa.string()),
+                           ("lost", pa.int64())])
 # What the summary of a chunk's bronze rows keeps per (cluster, broker, topic, window):
 # enough for the driver's admission, touched windows, progress and identity warnings.
 SUMMARY_KEYS = ["cluster", "broker", "source_topic", "window_start"]
@@ -69,8 +72,8 @@ def _binary(blob: pa.Buffer | None) -> pa.Array:
 Written = tuple[pa.Table | None, pa.Table | None, pa.Table | None, str]
 
 
-def pack(decoded: pa.RecordBatch | pa.Table, records: int, written: Written | None = None
-         ) -> pa.RecordBatch:
+def pack(decoded: pa.RecordBatch | pa.Table, records: int, written: Written | None = None,
+         lost: int = 0) -> pa.RecordBatch:
     """One packed row: the decoded rows as an Arrow IPC stream and its record count. When
     the read task wrote the chunk's files, `written` is (summary, partials, segments,
     files): the summary of the rows the files hold, the partials and segments of the
@@ -81,8 +84,16 @@ def pack(decoded: pa.RecordBatch | pa.Table, records: int, written: Written | No
     return pa.RecordBatch.from_arrays(
         [pa.array([records], pa.int64()), _binary(_ipc(decoded)),
          *(_binary(None if table is None else _ipc(table)) for table in tables),
-         pa.array([None if written is None else written[3]], pa.string())],
+         pa.array([None if written is None else written[3]], pa.string()),
+         pa.array([lost], pa.int64())],
         schema=PACKED_SCHEMA)
+
+
+def lost_ranges(packed: pa.Table) -> int:
+    """The offset ranges the batch's read tasks skipped as gone (see PACKED_DDL)."""
+    if "lost" not in packed.column_names:
+        return 0
+    return int(pc.sum(packed.column("lost")).as_py() or 0)
 
 
 def blobs(column: pa.ChunkedArray) -> Iterator[pa.Buffer]:

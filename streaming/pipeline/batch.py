@@ -25,7 +25,7 @@ from pyspark.sql import DataFrame
 from streaming import failpoints, poison
 from streaming.broker_admission import BrokerAdmission
 from streaming.config import Config
-from streaming.decode.packing import WrittenBatch, unpack, unpack_written
+from streaming.decode.packing import WrittenBatch, lost_ranges, unpack, unpack_written
 from streaming.decode.records import reason_category
 from streaming.exporter import Exporter
 from streaming.metadata.board import CauseBoard
@@ -158,8 +158,10 @@ class BatchProcessor:
                 decoded, records = unpack(packed)
         if written is not None:
             self.process_written(written, batch_id, timings)
-            return
-        self.process_rows(decoded, records, batch_id, timings)
+        else:
+            self.process_rows(decoded, records, batch_id, timings)
+        if batch_id in self.facts:  # for the listener's data-loss count
+            self.facts[batch_id].lost_ranges = lost_ranges(packed)
 
     def process_rows(self, decoded: pa.Table, records: int, batch_id: int,
                      timings: dict[str, float]) -> None:

@@ -24,6 +24,7 @@ class BatchStats:
     records: int = 0  # Kafka records (Spark's numInputRows counts packed blobs)
     bronze_rows: int = 0
     quarantined: int = 0
+    lost_ranges: int = 0  # offset ranges the read tasks skipped as gone
     finished_at: float = 0.0
     newest_event: datetime | None = None
     timings: dict[str, float] = field(default_factory=dict)  # read, bronze, quarantine

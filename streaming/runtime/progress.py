@@ -73,7 +73,8 @@ class ProgressListener(JsonProgressListener):
             if end:  # a batch read them: the idle probe counts them when none comes
                 ex.pipeline("kafka_health_pipeline_source_partitions",
                             sum(len(parts) for parts in end.values()))
-            lost = offsets_lost(offsets_json(source.startOffset) if source else None, end)
+            lost = offsets_lost(offsets_json(source.startOffset) if source else None,
+                                end) + stats.lost_ranges
             if lost:
                 ex.count("kafka_health_pipeline_source_data_loss_total", lost)
             if stats.newest_event is not None:

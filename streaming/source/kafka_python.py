@@ -44,14 +44,14 @@ from pyspark.sql.datasource import (
 )
 
 from streaming.config import SecretRef, SignalsConfig
-from streaming.decode.packing import PACKED_DDL, pack_chunks
+from streaming.decode.packing import PACKED_DDL, pack, pack_chunks
 from streaming.decode.records import DecodeContext, decode_record_batch
 from streaming.locations import filesystem, is_local, join, read_text, write_text
 from streaming.logsetup import spark_process_kafka_settings
 from streaming.redact import redact_url
 from streaming.runtime.gc_policy import pace_cycle_collector
 from streaming.runtime.repeated_warning import RepeatedWarning
-from streaming.schemas import arrow_schema, spark_ddl
+from streaming.schemas import arrow_schema, decoded_arrow_schema, spark_ddl
 from streaming.sinks.task_files import TaskWriter
 
 LOG = logging.getLogger("kafka_health.source")
@@ -363,6 +363,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         self._known_ids: dict[str, str] = {}
         self._restart: dict[str, Any] | None = None
         self._restart_planned = False
+        self._skipped = 0  # a read task's ranges skipped as gone (see read)
         self._stored: str | None = None
         self._ids_readable = False
         self._load_topic_ids()
@@ -708,6 +709,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         pace_cycle_collector()
         conf = reader_config(self.options)
         consumer = Consumer(conf)
+        self._skipped = 0  # ranges found gone and skipped over (failOnDataLoss off)
         try:
             batches = self._read_ranges(consumer, partition, conf["bootstrap.servers"])
             if self.decode is None:
@@ -716,6 +718,10 @@ class KafkaStreamReader(DataSourceStreamReader):
                 decode = self.decode
                 yield from pack_chunks(((decode_record_batch(records, decode), records.num_rows)
                                         for records in batches), self.writer, self.signals)
+                if self._skipped:  # a row of its own, so the driver counts the loss
+                    yield pack(decoded_arrow_schema().empty_table(), 0,
+                               None if self.writer is None else (None, None, None, "[]"),
+                               lost=self._skipped)
         finally:
             consumer.close()
 
@@ -789,6 +795,7 @@ class KafkaStreamReader(DataSourceStreamReader):
             self._data_loss(f"{partition.topic}-{partition.partition}: offsets "
                             f"{partition.start}..{low - 1} are gone (retention or a broker "
                             "that lost data)")
+            self._skipped += 1
         return True, max(position, low)
 
     def _range_gone(self, consumer: Any, partition: KafkaRange, position: int) -> bool:
@@ -808,6 +815,7 @@ class KafkaStreamReader(DataSourceStreamReader):
             return False
         self._data_loss(f"{partition.topic}-{partition.partition}: offsets {position}.."
                         f"{partition.end - 1} are gone (the broker lost data during the read)")
+        self._skipped += 1
         return True
 
 

@@ -7,10 +7,12 @@ import pickle
 import time
 from typing import Any
 
+import pyarrow as pa
 import pytest
 from confluent_kafka import Producer
 
 from streaming.config import IdentityConfig
+from streaming.decode.packing import lost_ranges, unpack
 from streaming.decode.records import DecodeContext
 from streaming.source.kafka_python import (
     KafkaDataLossError,
@@ -129,6 +131,31 @@ def test_records_deleted_before_a_range_is_read_are_data_loss(broker: Any, topic
     assert offsets_read(reader, [KafkaRange(topic, 0, 20, 100)]) == list(range(60, 100))
     assert offsets_read(reader, [KafkaRange(topic, 1, 10, 100),
                                  KafkaRange(topic, 0, 70, 80)]) == list(range(70, 80))
+
+
+def test_a_decoding_task_reports_the_ranges_it_skipped_to_the_driver(broker: Any, topic: str
+                                                                    ) -> None:
+    """With failOnDataLoss off the loss is found on the executor; a packed row of its own
+    carries the count to the driver (which adds it to data_loss_total), once per range."""
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
+    for i in range(50):
+        producer.produce(topic, value=b"not json %d" % i, partition=0)
+        producer.produce(topic, value=b"not json %d" % i, partition=1)
+    producer.flush(30)
+    delete_before(broker.bootstrap, topic, 0, 30)
+    reader = KafkaStreamReader({
+        "kafka.bootstrap.servers": broker.bootstrap, "subscribe": topic,
+        "failOnDataLoss": "false", "decode": DecodeContext(
+            topic_formats={topic: "jolokia"}, topic_clusters={}, identity=IdentityConfig(),
+            max_skew_seconds=60.0, max_message_bytes=1024).to_json()})
+
+    def packed(ranges: list[KafkaRange]) -> pa.Table:
+        return pa.Table.from_batches(list(reader.read(ReadTask(ranges))))
+
+    lossy = packed([KafkaRange(topic, 0, 10, 50), KafkaRange(topic, 1, 0, 50)])
+    assert lost_ranges(lossy) == 1
+    assert unpack(lossy)[1] == 20 + 50  # every record still there was read
+    assert lost_ranges(packed([KafkaRange(topic, 1, 0, 50)])) == 0
 
 
 def test_a_range_starting_at_a_transaction_marker_is_no_data_loss(broker: Any, topic: str
