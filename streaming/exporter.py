@@ -144,6 +144,9 @@ class Exporter:
                                               registry=self.registry)
         self._lock = threading.Lock()
         self._broker_window: dict[tuple[str, str], datetime] = {}
+        # Each broker's newest sample time as reported, and as seen: the reported one
+        # capped at the wall clock when it first came (see update_brokers)
+        self._broker_reported_ts: dict[tuple[str, str], datetime] = {}
         self._broker_last_ts: dict[tuple[str, str], datetime] = {}
         self._unclean: dict[tuple[str, str], dict[datetime, float]] = {}
         self._cluster_window: dict[str, datetime] = {}
@@ -204,7 +207,8 @@ class Exporter:
                     key = (sample.labels["cluster"], sample.labels.get("broker", ""))
                     if key[0] in clusters or (per_broker and key in brokers):
                         _remove(gauge, *(sample.labels[label] for label in labels))
-        for store in (self._broker_window, self._broker_last_ts, self._unclean,
+        for store in (self._broker_window, self._broker_last_ts, self._broker_reported_ts,
+                      self._unclean,
                       self._headroom_at, self._binding, self._seen_brokers):
             for key in brokers & store.keys():
                 del store[key]
@@ -286,9 +290,17 @@ class Exporter:
                     continue
                 self._broker_window[key] = rank
                 last = row.get("last_sample_ts")
-                if last is not None and last > self._broker_last_ts.get(key, last):
-                    self._broker_last_ts[key] = last
-                self._broker_last_ts.setdefault(key, last)
+                if last is not None and last > self._broker_reported_ts.get(key, last):
+                    self._broker_reported_ts[key] = last
+                    # A sample dated ahead of the wall clock (a broker whose clock runs
+                    # ahead) counts as seen now, and stays so once its broker goes quiet:
+                    # capped later, at each staleness check, it would read as fresh until
+                    # the wall clock caught up with it, hiding a dark broker for as long as
+                    # its clock is ahead. A row sent again (a recomputation) changes nothing.
+                    self._broker_last_ts[key] = min(last, datetime.fromtimestamp(now, UTC))
+                self._broker_reported_ts.setdefault(key, last)
+                self._broker_last_ts.setdefault(key, last if last is None else min(
+                    last, datetime.fromtimestamp(now, UTC)))
                 for gauge, column in BROKER_COLUMNS.items():
                     value = row.get(column)
                     if value is not None:

@@ -129,6 +129,22 @@ def test_a_future_dated_sample_does_not_make_the_other_brokers_stale():
     assert value(exporter, "kafka_health_broker_last_sample_age_seconds") == 5.0
 
 
+def test_a_broker_whose_clock_runs_ahead_goes_stale_when_it_goes_dark():
+    """Broker 4's samples are dated 5 minutes ahead, within the quarantine's allowance;
+    it stops reporting while broker 3 goes on. It is stale once broker 3's samples are
+    more than the threshold past the moment broker 4's last one came, not 5 minutes
+    later, and a recomputation sending its old row again does not refresh it."""
+    clock = Clock(T0 + timedelta(seconds=50))
+    exporter = Exporter(clock=clock)
+    ahead = row(5) | {"broker": "4", "last_sample_ts": T0 + timedelta(minutes=5)}
+    exporter.update_brokers([row(0) | {"last_sample_ts": T0 + timedelta(seconds=45)}, ahead])
+    clock.at = T0 + timedelta(minutes=2)
+    exporter.update_brokers([row(1) | {"last_sample_ts": T0 + timedelta(seconds=115)}, ahead])
+    assert [(b, age) for _, b, age in exporter.update_staleness(45.0)] == [("4", 65.0)]
+    assert exporter.registry.get_sample_value(
+        "kafka_health_broker_stale", {"cluster": "c1", "broker": "4"}) == 1.0
+
+
 def broker_row(cluster: str, broker: str, at: datetime) -> dict[str, Any]:
     start = at.replace(second=0, microsecond=0)
     return {"cluster": cluster, "broker": broker, "window_start": start,

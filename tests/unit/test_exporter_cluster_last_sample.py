@@ -33,8 +33,8 @@ def test_a_broker_clock_ahead_cannot_push_the_cluster_past_the_wall_clock() -> N
     cluster could go dark unseen for that long."""
     exporter = Exporter()
     ahead = datetime.fromtimestamp(time.time(), UTC) + timedelta(hours=1)
-    exporter.update_brokers([row("a", "1", ahead)])
     before = time.time()
+    exporter.update_brokers([row("a", "1", ahead)])  # counts as seen when it came
     exporter.update_staleness(45.0)
     exported = exporter.registry.get_sample_value(GAUGE, {"cluster": "a"})
     assert exported is not None and before <= exported <= time.time()
