@@ -18,6 +18,9 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+import streaming  # noqa: F401 - its __init__ sets mimalloc's purge delay: before pyarrow loads
+
+# isort: split
 import pyarrow as pa
 
 from streaming.catalog import load_catalog

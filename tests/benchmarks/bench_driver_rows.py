@@ -35,12 +35,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.compute as pc
-
 REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
+
+import streaming  # noqa: E402, F401 - its __init__ sets mimalloc's purge delay: before pyarrow loads
+
+# isort: split
+import pyarrow as pa  # noqa: E402
+import pyarrow.compute as pc  # noqa: E402
 
 from streaming.catalog import load_catalog  # noqa: E402
 from streaming.config import SignalsConfig  # noqa: E402

@@ -54,12 +54,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-from confluent_kafka import Producer
-
 REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:  # this checkout's code (from a worktree: docs/performance.md)
     sys.path.insert(0, str(REPO))
+
+import streaming  # noqa: E402, F401 - its __init__ sets mimalloc's purge delay: before pyarrow loads
+
+# isort: split
+import pyarrow as pa  # noqa: E402
+from confluent_kafka import Producer  # noqa: E402
 
 from streaming.decode.packing import unpack  # noqa: E402
 from streaming.decode.records import DecodeContext  # noqa: E402
