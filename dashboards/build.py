@@ -1237,7 +1237,8 @@ def pipeline() -> dict:
                    thr="pipeline_up", threshold_style="line", w=8, decimals=0),
         timeseries("Source data loss",
                    "Metrics-topic partitions whose offsets went backwards or vanished "
-                   "(broker lost data, topic recreated), skipped because "
+                   "(broker lost data, topic recreated), and offset ranges found deleted "
+                   "before they were read (retention), skipped because "
                    "source.fail_on_data_loss is false. Bad: any bar - samples in the gap were "
                    "never seen, so those windows may miss a fault.",
                    [target("sum by (instance) (increase("

@@ -55,9 +55,9 @@ class DeltaRsTable(DeltaSink):
             except TableNotFoundError:
                 raise
             except DeltaError as err:  # a torn or missing log file: say which table
-                raise TableUnreadable(f"Delta table {redact_url(self.path)} cannot be read "
-                                      f"({redact_text(str(err))}); its _delta_log needs repair or a restore"
-                                      ) from err
+                raise TableUnreadable(
+                    f"Delta table {redact_url(self.path)} cannot be read: repair its "
+                    f"_delta_log or restore the table. {redact_text(str(err))}") from err
             if properties and table.metadata().configuration.get(LOG_RETENTION) != self.log_retention:
                 table.alter.set_table_properties(properties)
         except TableNotFoundError:
