@@ -99,6 +99,15 @@ def offsets_read(reader: KafkaStreamReader, ranges: list[KafkaRange]) -> list[in
             for row in batch.to_pylist()]
 
 
+def fill_two_partitions(bootstrap: str, topic: str, records: int) -> None:
+    """`records` records in each of partitions 0 and 1, offsets from 0."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i in range(records):
+        producer.produce(topic, value=b"v%d" % i, partition=0)
+        producer.produce(topic, value=b"w%d" % i, partition=1)
+    producer.flush(30)
+
+
 def delete_before(bootstrap: str, topic: str, partition: int, offset: int) -> None:
     """Move the partition's log start to `offset`, as retention would."""
     from confluent_kafka import TopicPartition
@@ -115,11 +124,7 @@ def test_records_deleted_before_a_range_is_read_are_data_loss(broker: Any, topic
     """A range whose first records are gone (retention ran past it): the reader reads from
     the log start and reports the loss, or stops the query with failOnDataLoss; a range
     gone entirely ends at once instead of waiting for records that cannot come."""
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
-    for i in range(100):
-        producer.produce(topic, value=b"v%d" % i, partition=0)
-        producer.produce(topic, value=b"w%d" % i, partition=1)
-    producer.flush(30)
+    fill_two_partitions(broker.bootstrap, topic, 100)
     delete_before(broker.bootstrap, topic, 0, 60)
     delete_before(broker.bootstrap, topic, 1, 100)
     reader = KafkaStreamReader({"kafka.bootstrap.servers": broker.bootstrap, "subscribe": topic,
@@ -137,11 +142,7 @@ def test_a_decoding_task_reports_the_ranges_it_skipped_to_the_driver(broker: Any
                                                                     ) -> None:
     """With failOnDataLoss off the loss is found on the executor; a packed row of its own
     carries the count to the driver (which adds it to data_loss_total), once per range."""
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
-    for i in range(50):
-        producer.produce(topic, value=b"not json %d" % i, partition=0)
-        producer.produce(topic, value=b"not json %d" % i, partition=1)
-    producer.flush(30)
+    fill_two_partitions(broker.bootstrap, topic, 50)  # records no decoder takes: quarantine
     delete_before(broker.bootstrap, topic, 0, 30)
     reader = KafkaStreamReader({
         "kafka.bootstrap.servers": broker.bootstrap, "subscribe": topic,
