@@ -21,6 +21,7 @@ from streaming.metadata.service import MetadataService
 from streaming.pipeline.batch import BatchProcessor
 from streaming.pipeline.recovery import PendingMarker, checkpoint_app_id
 from streaming.pipeline.tables_owner import (
+    checkpoint_batches,
     claim_tables,
     renew_if_logs_lost,
     rewind_to_tables,
@@ -30,7 +31,6 @@ from streaming.runtime.lag_probe import LagProbe
 from streaming.runtime.planning_daemons import stop_planning_daemons
 from streaming.runtime.progress import ProgressListener
 from streaming.runtime.spark_session import build_spark
-from streaming.source.kafka_python import last_checkpointed_offsets
 from streaming.source.reader import read_decoded_stream
 
 LOG = logging.getLogger("kafka_health.job")
@@ -85,7 +85,9 @@ class Job:
         is cut back to them; then CheckpointReplaced when this checkpoint is new and
         another's wrote the tables."""
         config, storage = self.config, self.config.delta.storage()
-        is_new = last_checkpointed_offsets(config.spark.checkpoint, storage) is None
+        # Listed, not read (kafka_python.last_checkpointed_offsets): a remote log that cannot be
+        # read must stop the start, not pass for an empty one (which renews the app id)
+        is_new = not checkpoint_batches(config.spark.checkpoint, "offsets", storage)
         renewed = renew_if_logs_lost(
             config.spark.checkpoint, self.processor.app_id, self.processor.tables["bronze"],
             storage) if is_new else None

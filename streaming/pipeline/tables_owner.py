@@ -86,10 +86,14 @@ def claim_tables(delta_root: str, checkpoint: str, app_id: str, checkpoint_is_ne
 def renew_if_logs_lost(checkpoint: str, app_id: str, bronze: DeltaSink,
                        storage_options: Mapping[str, str] | None = None) -> str | None:
     """For a checkpoint with no offsets and the app id `app_id`: a new app id when bronze
-    (opened under `app_id`) already holds batches written under it, else None."""
+    (opened under `app_id`) already holds batches written under it, else None. What is
+    left of its commits log goes first (Spark would refuse to commit batch 0 over it), so
+    a start stopped in between renews on the next one."""
     written = bronze.transaction_version() if bronze.exists() else None
     if written is None:
         return None
+    _cut(checkpoint, "commits", checkpoint_batches(checkpoint, "commits", storage_options),
+         storage_options)
     renewed = renew_app_id(checkpoint, storage_options)
     LOG.warning("checkpoint %s has no offsets, but bronze holds batches 0-%d written under "
                 "its app id %s: its offsets and commits logs were deleted. Its batches start "
@@ -109,24 +113,24 @@ def rewind_to_tables(checkpoint: str, bronze: DeltaSink,
     """When bronze (opened under the checkpoint's app id) holds fewer batches than the
     checkpoint committed: cut the offsets and commits logs back so that Spark replays the
     first batch bronze lacks, and return its id; None when bronze is not behind."""
-    commits = _batch_ids(locations.join(checkpoint, "commits"), storage_options)
+    commits = checkpoint_batches(checkpoint, "commits", storage_options)
     written = bronze.transaction_version() if commits and bronze.exists() else None
     if written is None or written >= commits[-1]:
         return None
     replay = written + 1
-    offsets = _batch_ids(locations.join(checkpoint, "offsets"), storage_options)
-    if replay not in offsets:
+    offsets = checkpoint_batches(checkpoint, "offsets", storage_options)
+    # Spark replays a batch from its own offsets and the previous batch's (its start)
+    needed = {replay, replay - 1} if replay else {replay}
+    if not needed <= set(offsets):
         raise TablesBehind(
             f"bronze holds batches up to {written} of checkpoint {redact_url(checkpoint)}, "
             f"which committed batches up to {commits[-1]} and no longer has the offsets of "
             f"batch {replay}: batches {replay}-{commits[-1]} are not in the tables and cannot "
             "be read again from this checkpoint. Restore the tables' newer commits, or start "
             "a new checkpoint on them (spark.accept_new_checkpoint)")
-    for log, first in (("commits", replay), ("offsets", replay + 1)):
-        for batch in reversed([b for b in (commits if log == "commits" else offsets)
-                               if b >= first]):
-            for name in (str(batch), f".{batch}.crc"):  # Hadoop's local checksum beside it
-                locations.delete(locations.join(checkpoint, log, name), storage_options)
+    # Offsets first: a start stopped midway still finds the commits ahead of bronze
+    _cut(checkpoint, "offsets", [b for b in offsets if b > replay], storage_options)
+    _cut(checkpoint, "commits", [b for b in commits if b >= replay], storage_options)
     LOG.warning("bronze holds batches up to %d, but checkpoint %s committed batches up to "
                 "%d: the tables lost their newest commits (restored from an older copy, or "
                 "writes the store did not keep). The checkpoint's logs are cut back to "
@@ -135,6 +139,17 @@ def rewind_to_tables(checkpoint: str, bronze: DeltaSink,
     return replay
 
 
-def _batch_ids(folder: str, storage_options: Mapping[str, str] | None) -> list[int]:
-    return sorted(int(name) for name in locations.file_names(folder, storage_options)
-                  if name.isdigit())
+def checkpoint_batches(checkpoint: str, log: str,
+                       storage_options: Mapping[str, str] | None = None) -> list[int]:
+    """The batch ids in one of the checkpoint's logs ("offsets", "commits"), oldest first;
+    a store that cannot list them raises (a read error is not an empty log)."""
+    return sorted(int(name) for name in locations.file_names(
+        locations.join(checkpoint, log), storage_options) if name.isdigit())
+
+
+def _cut(checkpoint: str, log: str, batches: list[int],
+         storage_options: Mapping[str, str] | None) -> None:
+    """Delete `batches` from a log, newest first, each with Hadoop's local checksum."""
+    for batch in sorted(batches, reverse=True):
+        for name in (str(batch), f".{batch}.crc"):
+            locations.delete(locations.join(checkpoint, log, name), storage_options)

@@ -82,8 +82,10 @@ def test_a_checkpoint_that_lost_its_logs_takes_a_new_app_id(
     bronze = open_table("delta-rs", delta, "bronze", old)
     assert renew_if_logs_lost(str(checkpoint), old, bronze) is None  # no table yet
     bronze.add_files([], 4)
+    checkpoint_logs(checkpoint, range(3), range(0))  # offsets gone, commits left
     caplog.set_level(logging.WARNING, "kafka_health.recovery")
     renewed = renew_if_logs_lost(str(checkpoint), old, bronze)
+    assert listed(checkpoint / "commits") == []  # Spark would refuse to commit batch 0
     assert renewed is not None and renewed != old
     assert checkpoint_app_id(str(checkpoint)) == renewed  # kept for the next start
     assert "batches 0-4" in caplog.text and "offsets and commits logs were deleted" in caplog.text
@@ -125,6 +127,11 @@ def test_tables_behind_their_checkpoint_cut_its_logs_back_so_spark_replays(
         ".0.crc", ".1.crc", ".2.crc", ".3.crc", ".4.crc", "0", "1", "2", "3", "4"]
     assert "batches up to 3" in caplog.text and "committed batches up to 5" in caplog.text
     assert rewind_to_tables(str(checkpoint), bronze) is None  # now in step
+    # a cut stopped after the offsets: the commits still run ahead, and the next start
+    # finishes it
+    checkpoint_logs(checkpoint, range(6), range(5))
+    assert rewind_to_tables(str(checkpoint), bronze) == 4
+    assert listed(checkpoint / "commits")[-1] == "3"
     bronze.add_files([], 4)  # the replay written: bronze ahead of the commits is a replay
     assert rewind_to_tables(str(checkpoint), bronze) is None
 
@@ -137,6 +144,15 @@ def test_tables_behind_past_the_checkpoints_offsets_refuse_to_start(tmp_path: Pa
     with pytest.raises(TablesBehind, match=r"batches 3-8 are not in the tables"):
         rewind_to_tables(str(checkpoint), bronze)
     assert listed(checkpoint / "commits")[-1] == "8"  # refused: nothing cut
+    bronze.add_files([], 5)  # batch 6 replays from batch 5's offsets and its own: both kept
+    assert rewind_to_tables(str(checkpoint), bronze) == 6
+    bronze.add_files([], 6)
+    for batch in range(5, 7):
+        (checkpoint / "offsets" / str(batch)).unlink()  # Spark purged them since
+    (checkpoint / "commits" / "9").write_text("v1\n{}\n")
+    (checkpoint / "offsets" / "7").write_text("v1\n{}\n")
+    with pytest.raises(TablesBehind, match=r"batches 7-9 are not in the tables"):
+        rewind_to_tables(str(checkpoint), bronze)  # batch 7's start (batch 6's end) is gone
     # tables with no batch of this checkpoint (another's, or new ones) are not behind it
     assert rewind_to_tables(str(checkpoint), open_table("delta-rs", delta, "bronze",
                                                         "other")) is None
