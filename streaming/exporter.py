@@ -290,13 +290,15 @@ class Exporter:
                     continue
                 self._broker_window[key] = rank
                 last = row.get("last_sample_ts")
-                if last is not None and last > self._broker_reported_ts.get(key, last):
+                if last is not None and last != self._broker_reported_ts.get(key, last):
                     self._broker_reported_ts[key] = last
                     # A sample dated ahead of the wall clock (a broker whose clock runs
                     # ahead) counts as seen now, and stays so once its broker goes quiet:
                     # capped later, at each staleness check, it would read as fresh until
                     # the wall clock caught up with it, hiding a dark broker for as long as
-                    # its clock is ahead. A row sent again (a recomputation) changes nothing.
+                    # its clock is ahead. A row sent again (a recomputation) changes
+                    # nothing; a newest window whose last sample is earlier than the one
+                    # held (the broker's clock stepped back) is news.
                     self._broker_last_ts[key] = min(last, datetime.fromtimestamp(now, UTC))
                 self._broker_reported_ts.setdefault(key, last)
                 self._broker_last_ts.setdefault(key, last if last is None else min(

@@ -145,6 +145,20 @@ def test_a_broker_whose_clock_runs_ahead_goes_stale_when_it_goes_dark():
         "kafka_health_broker_stale", {"cluster": "c1", "broker": "4"}) == 1.0
 
 
+def test_a_broker_whose_clock_is_stepped_back_stays_fresh_while_it_reports():
+    """Broker 4 ran 5 minutes ahead, then NTP stepped its clock back: its new samples are
+    dated before the one it sent last, and are still news."""
+    clock = Clock(T0 + timedelta(seconds=50))
+    exporter = Exporter(clock=clock)
+    ahead = row(5) | {"broker": "4", "last_sample_ts": T0 + timedelta(minutes=5)}
+    exporter.update_brokers([row(0) | {"last_sample_ts": T0 + timedelta(seconds=45)}, ahead])
+    clock.at = T0 + timedelta(minutes=2)
+    exporter.update_brokers([row(1) | {"last_sample_ts": T0 + timedelta(seconds=115)},
+                             row(1) | {"broker": "4",
+                                       "last_sample_ts": T0 + timedelta(seconds=118)}])
+    assert exporter.update_staleness(45.0) == []
+
+
 def broker_row(cluster: str, broker: str, at: datetime) -> dict[str, Any]:
     start = at.replace(second=0, microsecond=0)
     return {"cluster": cluster, "broker": broker, "window_start": start,
