@@ -125,7 +125,8 @@ def rewind_to_tables(checkpoint: str, bronze: DeltaSink,
         raise TablesBehind(
             f"bronze holds batches up to {written} of checkpoint {redact_url(checkpoint)}, "
             f"which committed batches up to {commits[-1]} and no longer has the offsets of "
-            f"batch {replay}: batches {replay}-{commits[-1]} are not in the tables and cannot "
+            f"batch {replay} (or of the one before, its start): batches "
+            f"{replay}-{commits[-1]} are not in the tables and cannot "
             "be read again from this checkpoint. Restore the tables' newer commits, or start "
             "a new checkpoint on them (spark.accept_new_checkpoint)")
     # Offsets first: a start stopped midway still finds the commits ahead of bronze
