@@ -290,8 +290,8 @@ class Exporter:
                     continue
                 self._broker_window[key] = rank
                 last = row.get("last_sample_ts")
-                if last is not None and last != self._broker_reported_ts.get(key, last):
-                    self._broker_reported_ts[key] = last
+                reported = self._broker_reported_ts
+                if key not in reported or (last is not None and last != reported[key]):
                     # A sample dated ahead of the wall clock (a broker whose clock runs
                     # ahead) counts as seen now, and stays so once its broker goes quiet:
                     # capped later, at each staleness check, it would read as fresh until
@@ -299,10 +299,9 @@ class Exporter:
                     # its clock is ahead. A row sent again (a recomputation) changes
                     # nothing; a newest window whose last sample is earlier than the one
                     # held (the broker's clock stepped back) is news.
-                    self._broker_last_ts[key] = min(last, datetime.fromtimestamp(now, UTC))
-                self._broker_reported_ts.setdefault(key, last)
-                self._broker_last_ts.setdefault(key, last if last is None else min(
-                    last, datetime.fromtimestamp(now, UTC)))
+                    reported[key] = last
+                    self._broker_last_ts[key] = last if last is None else min(
+                        last, datetime.fromtimestamp(now, UTC))
                 for gauge, column in BROKER_COLUMNS.items():
                     value = row.get(column)
                     if value is not None:

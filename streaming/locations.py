@@ -184,11 +184,14 @@ def exists(location: str, storage_options: Mapping[str, str] | None = None) -> b
     return fs.get_file_info(path).type != pafs.FileType.NotFound
 
 
-def file_names(folder: str, storage_options: Mapping[str, str] | None = None) -> list[str]:
-    """The names of the files directly in `folder`; none when it is not there."""
+def numbered_files(folder: str, storage_options: Mapping[str, str] | None = None) -> list[int]:
+    """The files directly in `folder` named by a whole number (a Spark checkpoint log's
+    batches), as numbers, smallest first; none when the folder is not there. A store
+    that cannot list it raises."""
     fs, path = filesystem(folder, storage_options)
     found = fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
-    return [info.base_name for info in found if info.type == pafs.FileType.File]
+    return sorted(int(info.base_name) for info in found
+                  if info.type == pafs.FileType.File and info.base_name.isdigit())
 
 
 def read_text(location: str, storage_options: Mapping[str, str] | None = None) -> str | None:

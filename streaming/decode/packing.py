@@ -91,8 +91,6 @@ def pack(decoded: pa.RecordBatch | pa.Table, records: int, written: Written | No
 
 def lost_ranges(packed: pa.Table) -> int:
     """The offset ranges the batch's read tasks skipped as gone (see PACKED_DDL)."""
-    if "lost" not in packed.column_names:
-        return 0
     return int(pc.sum(packed.column("lost")).as_py() or 0)
 
 

@@ -144,8 +144,7 @@ def checkpoint_batches(checkpoint: str, log: str,
                        storage_options: Mapping[str, str] | None = None) -> list[int]:
     """The batch ids in one of the checkpoint's logs ("offsets", "commits"), oldest first;
     a store that cannot list them raises (a read error is not an empty log)."""
-    return sorted(int(name) for name in locations.file_names(
-        locations.join(checkpoint, log), storage_options) if name.isdigit())
+    return locations.numbered_files(locations.join(checkpoint, log), storage_options)
 
 
 def _cut(checkpoint: str, log: str, batches: list[int],

@@ -36,7 +36,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.fs as pafs
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceStreamReader,
@@ -46,7 +45,7 @@ from pyspark.sql.datasource import (
 from streaming.config import SecretRef, SignalsConfig
 from streaming.decode.packing import PACKED_DDL, pack, pack_chunks
 from streaming.decode.records import DecodeContext, decode_record_batch
-from streaming.locations import filesystem, is_local, join, read_text, write_text
+from streaming.locations import is_local, join, numbered_files, read_text, write_text
 from streaming.logsetup import spark_process_kafka_settings
 from streaming.redact import redact_url
 from streaming.runtime.gc_policy import pace_cycle_collector
@@ -246,15 +245,10 @@ def last_checkpointed_offsets(checkpoint: str | None,
     then counts from the start offsets); a local one that cannot be read is an error."""
     if not checkpoint:
         return None
+    log = join(checkpoint, "offsets")
     try:
-        fs, directory = filesystem(join(checkpoint, "offsets"), storage_options)
-        found = fs.get_file_info(pafs.FileSelector(directory, allow_not_found=True))
-        batches = sorted((int(info.base_name) for info in found
-                          if info.type == pafs.FileType.File and info.base_name.isdigit()),
-                         reverse=True)
-        for batch in batches:
-            with fs.open_input_stream(f"{directory}/{batch}") as stream:
-                lines = stream.read().decode("utf-8").splitlines()
+        for batch in reversed(numbered_files(log, storage_options)):
+            lines = (read_text(join(log, str(batch)), storage_options) or "").splitlines()
             if len(lines) >= 3 and lines[2].strip().startswith("{"):
                 return json.loads(lines[2])
     except OSError as err:

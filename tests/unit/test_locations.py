@@ -120,12 +120,12 @@ def test_offset_log_of_a_checkpoint_given_as_path_or_url(tmp_path: Path) -> None
 
 def test_an_unreadable_remote_offset_log_is_a_warning_a_local_one_an_error(
         monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
-    import streaming.source.kafka_python as source
+    import streaming.locations as locations
 
     def unreachable(location: str, options: object = None) -> None:
         raise OSError(f"cannot reach {location}")
 
-    monkeypatch.setattr(source, "filesystem", unreachable)
+    monkeypatch.setattr(locations, "filesystem", unreachable)
     assert last_checkpointed_offsets("s3a://bucket/kh/checkpoint") is None
     assert "cannot read the offset log of checkpoint s3a://bucket/kh/checkpoint" in caplog.text
     with pytest.raises(OSError, match="cannot reach"):
