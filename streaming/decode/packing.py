@@ -160,7 +160,10 @@ def signal_rows(decoded: pa.Table) -> pa.Table:
     wanted = pc.and_(pc.is_null(decoded["reject_reason"]),
                      pc.fill_null(pc.is_in(decoded["metric"], pa.array(SIGNAL_METRICS)), False))
     # the payload column dropped before the filter, which copies every column it keeps
-    rows = decoded.drop_columns(["raw"]).filter(wanted)
+    # (none is made when every row is wanted, as on a fleet whose shipper sends only these)
+    rows = decoded.drop_columns(["raw"])
+    if pc.sum(wanted).as_py() != decoded.num_rows:
+        rows = rows.filter(wanted)
     return rows.add_column(decoded.schema.get_field_index("raw"), decoded.schema.field("raw"),
                            pa.nulls(rows.num_rows, pa.binary()))
 

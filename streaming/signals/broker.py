@@ -205,13 +205,14 @@ def known_metrics(samples: pa.Table) -> pa.Table:
 
 def prepared(samples: pa.Table, config: SignalsConfig, priors: pa.Table | None = None
              ) -> pa.Table:
-    """Known samples with counter deltas and their window, in (ts, offset) order.
+    """Known samples with counter deltas and their window, in the order given.
 
     `priors` are earlier samples of the counter series (the newest of each, held between
     batches): they give the first sample of each series its predecessor, then are dropped.
     Only counters (a few % of rows) are taken apart for their per-series sort; their deltas
     go back to their rows by index, so the whole table (its labels maps the costliest
-    column) is copied once, by the final sort, not by filters and a concatenation.
+    column) is never copied: signal_partials sorts only the columns each of its
+    aggregations reads, after it has filtered their rows.
     """
     known = known_metrics(samples)
     is_counter = pc.fill_null(pc.equal(known["kind"], "counter"), False)
@@ -229,13 +230,26 @@ def prepared(samples: pa.Table, config: SignalsConfig, priors: pa.Table | None =
         values[at] = pc.fill_null(with_deltas[name], 0.0).to_numpy()
         missing[at] = pc.is_null(with_deltas[name]).to_numpy(zero_copy_only=False)
         table = table.append_column(name, pa.array(values, mask=missing))
-    return with_window(table, config.window_seconds).sort_by(
-        [("ts", "ascending"), ("source_offset", "ascending")])
+    return with_window(table, config.window_seconds)
 
 
-def signal_partials(windowed: pa.Table, config: SignalsConfig) -> tuple[pa.Table, pa.Table]:
+def in_time_order(table: pa.Table, ts: str = "ts") -> pa.Table:
+    """Rows by (`ts`, source_offset), ties in their given order (Arrow's sort is stable):
+    the order in which group_by's "last" means the newest sample."""
+    return table.sort_by([(ts, "ascending"), ("source_offset", "ascending")])
+
+
+# The columns of `prepared` rows the wide partials read.
+WIDE_COLUMNS = [*PARTIAL_KEYS, "window_end", "ts", "metric", "attribute", "value",
+                "source_offset", "delta", "rate_per_second"]
+
+
+def signal_partials(windowed: pa.Table, config: SignalsConfig, rows: pa.Array | None = None
+                    ) -> tuple[pa.Table, pa.Table]:
     """Partials per (cluster, broker, window), and the newest NumLogSegments per partition
-    replica, from `prepared` samples (one row per key in each).
+    replica, from `prepared` samples (one row per key in each); with `rows`, a mask, from
+    those rows alone (a read task's gauges: filtering them out first would copy every
+    column, the labels maps among them).
 
     NumLogSegments, one series per partition replica, is most of a fleet's samples (84 % of
     the benchmark's) and feeds none of the wide partials, only its window's sample count
@@ -244,15 +258,19 @@ def signal_partials(windowed: pa.Table, config: SignalsConfig) -> tuple[pa.Table
     """
     micros = pc.cast(windowed["ts"], pa.int64())
     is_segments = MetricMasks(windowed)("NumLogSegments")
-    segments = _segment_partials(windowed, micros, is_segments)
     others = pc.invert(pc.fill_null(is_segments, False))
+    if rows is not None:
+        is_segments, others = pc.and_(is_segments, rows), pc.and_(others, rows)
+    segments = _segment_partials(windowed, micros, is_segments)
     counted = _group(windowed.select([*PARTIAL_KEYS, "window_end", "ts"]).filter(is_segments),
                      PARTIAL_KEYS, list(WINDOW_AGGREGATIONS))
-    return _with_counted(_wide_partials(windowed.filter(others), config), counted), segments
+    wide = in_time_order(windowed.select(WIDE_COLUMNS).filter(others))
+    return _with_counted(_wide_partials(wide, config), counted), segments
 
 
 def _wide_partials(windowed: pa.Table, config: SignalsConfig) -> pa.Table:
-    """The partials of every signal but NumLogSegments, one row per (cluster, broker, window)."""
+    """The partials of every signal but NumLogSegments, one row per (cluster, broker,
+    window), from WIDE_COLUMNS in_time_order."""
     micros = pc.cast(windowed["ts"], pa.int64())
     masks = MetricMasks(windowed)
     columns: dict[str, pa.ChunkedArray] = {}
@@ -359,7 +377,8 @@ def _segment_partials(windowed: pa.Table, micros: pa.ChunkedArray, is_segments: 
     mask = pc.and_(is_segments, pc.is_valid(windowed["value"]))
     segments = windowed.select([*PARTIAL_KEYS, "labels", "value", "source_offset"]).append_column(
         "ts_us", micros).filter(mask)
-    segments = segments.append_column("labels_key", labels_key(segments["labels"]))
+    segments = in_time_order(segments.append_column(
+        "labels_key", labels_key(segments["labels"])).drop_columns(["labels"]), "ts_us")
     return _group(segments, SEGMENT_KEYS, [("value", "last"), ("ts_us", "last"),
                                            ("source_offset", "last")]).rename_columns(
         [*SEGMENT_KEYS, "value", "ts_us", "source_offset"])

@@ -363,9 +363,10 @@ def chunk_parts(samples: pa.Table, config: SignalsConfig
     nothing from other chunks or batches. OpenWindows.update_parts takes them."""
     known = known_metrics(samples)
     is_counter = pc.fill_null(pc.equal(known["kind"], "counter"), False)
-    # selected before the filter, which copies every column it keeps
-    gauges = known.select(SAMPLE_COLUMNS).filter(pc.invert(is_counter))
-    partials, segments = signal_partials(prepared(gauges, config), config)
+    # the gauges by a mask: a filter would copy every column it keeps (the labels maps);
+    # the counters' deltas, without their predecessors, are computed and not read
+    partials, segments = signal_partials(prepared(known.select(SAMPLE_COLUMNS), config),
+                                         config, rows=pc.invert(is_counter))
     return known.filter(is_counter), partials, segments
 
 
