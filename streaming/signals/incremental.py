@@ -16,8 +16,10 @@ It answers only when it can prove that; otherwise `update` returns None and the 
 recomputes the touched windows from bronze (the authority) and hands the result to `seed`:
 - after a start, a restart or a replayed batch (the state is in memory only; a replay
   after a failure would count its samples twice);
-- a sample in a window that is not held: older than the kept horizon, or a cluster whose
-  state is unknown;
+- a sample in a window that is not held and below its cluster's floor (older than the
+  kept horizon behind where most of its brokers are, `OpenWindows.head`), or of a cluster
+  whose state is unknown; a window at or above the floor that is not held has had no
+  sample before, so it starts from the batch's;
 - a counter sample older than its series' newest (the increases after it would change).
 """
 
@@ -49,6 +51,11 @@ from streaming.signals.broker import (
 from streaming.signals.segment_store import Key, SegmentStore
 
 LAST_COLUMNS = {f"{name}{part}" for name in LAST_SIGNALS for part in ("", "__ts", "__offset")}
+# How far behind its cluster's newest window (beyond the kept horizon) a broker's newest may
+# be and still count towards where the cluster's stream is: the default allowance for a
+# broker's clock (quality.max_timestamp_skew_seconds). A broker further behind has gone
+# dark or lags for good, and holding windows for it would grow without bound.
+LIVE_SPAN_SECONDS = 900
 
 
 def _micros(moment: datetime) -> int:
@@ -118,6 +125,7 @@ class OpenWindows:
         self.width = config.window_seconds * 1_000_000
         # late samples up to the watermark land in held windows; older ones recompute
         self.keep = (config.watermark_seconds * 1_000_000 // self.width + 2) * self.width
+        self.live_span = self.keep + LIVE_SPAN_SECONDS * 1_000_000
         self.lookback = config.counter_lookback_seconds * 1_000_000
         self.clear()
 
@@ -125,7 +133,10 @@ class OpenWindows:
         self.partials: dict[Key, dict[str, Any]] = {}
         self.segments = SegmentStore()  # each partition replica's newest NumLogSegments
         self.held: set[tuple[str, int]] = set()  # (cluster, window): every sample is in
-        self.newest: dict[str, int] = {}  # cluster -> newest window holding samples
+        # cluster -> the oldest window that may be held: one below and not held is unknown
+        # (evicted, or never read), one at or above and not held has had no sample yet
+        self.floor: dict[str, int] = {}
+        self.broker_newest: dict[str, dict[str, int]] = {}  # cluster -> broker -> window
         self.counters: pa.Table | None = None  # newest sample of each counter series
         self.schema: pa.Schema | None = None
         self.last_batch: int | None = None
@@ -192,7 +203,8 @@ class OpenWindows:
         pairs = windows.group_by(["cluster", "window"], use_threads=False).aggregate([])
         touched = set(zip(pairs["cluster"].to_pylist(), pairs["window"].to_pylist(), strict=True))
         for cluster, window in touched:
-            if (cluster, window) not in self.held and window <= self.newest.get(cluster, math.inf):
+            floor = self.floor.get(cluster)
+            if floor is None or ((cluster, window) not in self.held and window < floor):
                 return None
         priors = self._priors(counters)
         if priors is None:
@@ -200,8 +212,7 @@ class OpenWindows:
         partials, segments = partials_of(priors)
         was_held, segment_was_held = self._was_held(partials), self._was_held(segments)
         self.held |= touched
-        for cluster, window in touched:
-            self.newest[cluster] = max(self.newest.get(cluster, window), window)
+        self._advance(partials)
         # Windows held before and those within the kept horizon are held from now on, and
         # answered from what is held; the others are the batch's partials as they are (a
         # catch-up batch spans hours of windows: holding them would be Python work for
@@ -227,13 +238,36 @@ class OpenWindows:
             windows, np.array(held.get(cluster, []), dtype=np.int64)))
 
     def _kept(self, table: pa.Table) -> pa.Array:
-        """Per row of a partials or segments table: is its window within the kept horizon
-        of its cluster? (A cluster with no newest window yet keeps everything.)"""
+        """Per row of a partials or segments table: is its window at or above its
+        cluster's floor? (A cluster without one keeps everything.)"""
         def within(cluster: str | None, windows: np.ndarray) -> np.ndarray:
-            newest = self.newest.get(cluster)  # type: ignore[arg-type]
-            return np.ones(len(windows), bool) if newest is None else (
-                windows >= newest - self.keep)
+            floor = self.floor.get(cluster)  # type: ignore[arg-type]
+            return np.ones(len(windows), bool) if floor is None else windows >= floor
         return _per_cluster(table, within)
+
+    def _advance(self, partials: pa.Table) -> None:
+        """Each broker's newest window from a batch's partials, then each cluster's floor:
+        the kept horizon below where most of its live brokers are (`head`)."""
+        newest = partials.select(["cluster", "broker"]).append_column(
+            "window", pc.cast(partials["window_start"], pa.int64())).group_by(
+            ["cluster", "broker"], use_threads=False).aggregate([("window", "max")])
+        for cluster, broker, window in zip(*(newest[c].to_pylist() for c in (
+                "cluster", "broker", "window_max")), strict=True):
+            brokers = self.broker_newest.setdefault(cluster, {})
+            brokers[broker] = max(brokers.get(broker, window), window)
+        for cluster in set(newest["cluster"].to_pylist()):
+            floor = self.head(cluster) - self.keep
+            self.floor[cluster] = max(self.floor.get(cluster, floor), floor)
+
+    def head(self, cluster: str) -> int:
+        """Where the cluster's stream is: the newest window that most of its live brokers
+        (those not further behind its newest than the live span) have reached. Why not its
+        newest window: one broker whose clock runs minutes ahead (within the skew allowance)
+        would move the horizon past every other broker's windows, and each batch of theirs
+        would then be recomputed from bronze."""
+        windows = sorted(self.broker_newest[cluster].values(), reverse=True)
+        live = [w for w in windows if w >= windows[0] - self.live_span]
+        return live[len(live) // 2]
 
     def _priors(self, counters: pa.Table) -> pa.Table | None:
         """The held predecessor of each counter series in the batch, or None when a sample
@@ -275,12 +309,12 @@ class OpenWindows:
                 [self.counters, counters.select(self.counters.column_names)]))
 
     def _evict(self) -> None:
-        horizon = {cluster: newest - self.keep for cluster, newest in self.newest.items()}
+        horizon = self.floor
         self.held = {(c, w) for c, w in self.held if w >= horizon[c]}
         for key in [k for k in self.partials if k[2] < horizon[k[0]]]:
             del self.partials[key]
         self.segments.evict(horizon)
-        if self.counters is not None and self.counters.num_rows:
+        if self.counters is not None and self.counters.num_rows and horizon:
             floor = min(horizon.values()) - self.lookback
             self.counters = self.counters.filter(
                 pc.greater_equal(pc.cast(self.counters["ts"], pa.int64()), floor))
@@ -317,21 +351,21 @@ class OpenWindows:
         have: their head was not recomputed, so nothing about it is known)."""
         self.schema = partials.schema
         lo, hi = (_micros(moment) for moment in spans[-1])
-        held_from = max(lo, hi - self.keep)  # the span may be hours long (a catch-up)
         at_head = [c for c in clusters if c not in later_windows]
         for cluster in clusters:
             self._forget(cluster)
         if not at_head:
             return
         heads = pa.array(at_head)
-        in_span = pc.and_(pc.is_in(partials["cluster"], heads), pc.greater_equal(
-            pc.cast(partials["window_start"], pa.int64()), held_from))
-        self._absorb(partials.filter(in_span), segments.filter(pc.and_(
-            pc.is_in(segments["cluster"], heads),
-            pc.greater_equal(pc.cast(segments["window_start"], pa.int64()), held_from))))
-        for cluster in at_head:
-            self.held |= {(cluster, w) for w in range(held_from, hi + 1, self.width)}
-            self.newest[cluster] = hi
+        starts = pc.cast(partials["window_start"], pa.int64())
+        self._advance(partials.filter(pc.and_(pc.is_in(partials["cluster"], heads),
+                                              pc.greater_equal(starts, lo))))
+        for cluster in at_head:  # the span may be hours long (a catch-up)
+            self.floor[cluster] = max(lo, self.floor.get(cluster, lo))
+            self.held |= {(cluster, w) for w in range(self.floor[cluster], hi + 1, self.width)}
+        floors = pa.array([self.floor[c] for c in at_head], pa.int64())
+        self._absorb(partials.filter(_at_or_above(partials, heads, floors)),
+                     segments.filter(_at_or_above(segments, heads, floors)))
         # The slice is contiguous from the look-back before the last span to the head.
         recent = samples.filter(pc.and_(pc.and_(
             pc.is_in(samples["cluster"], heads),
@@ -343,12 +377,22 @@ class OpenWindows:
 
     def _forget(self, cluster: str) -> None:
         self.held = {(c, w) for c, w in self.held if c != cluster}
-        self.newest.pop(cluster, None)
+        self.floor.pop(cluster, None)
+        self.broker_newest.pop(cluster, None)
         for key in [k for k in self.partials if k[0] == cluster]:
             del self.partials[key]
         self.segments.forget(cluster)
         if self.counters is not None:
             self.counters = self.counters.filter(pc.not_equal(self.counters["cluster"], cluster))
+
+
+def _at_or_above(table: pa.Table, clusters: pa.Array, floors: pa.Array) -> pa.Array:
+    """Per row of a partials or segments table: is its cluster one of `clusters` and its
+    window at or above that cluster's floor (`floors`, in the same order)?"""
+    at = pc.index_in(table["cluster"], clusters)
+    floor = pc.take(floors, pc.fill_null(at, 0))
+    return pc.and_(pc.is_valid(at), pc.greater_equal(
+        pc.cast(table["window_start"], pa.int64()), floor))
 
 
 def _counters(samples: pa.Table) -> pa.Table:

@@ -391,3 +391,75 @@ def test_batches_written_in_groups_equal_batches_written_one_by_one(tmp_path: Pa
     assert not behind.pending.exists()
     assert max(len(group) for group in writer.groups) >= 3, writer.groups
     assert_same_tables(tmp_path / "behind", tmp_path / "reference", names=DERIVED)
+
+
+def run_answered(root: Path, sequence: list[list[dict]]) -> list[bool]:
+    """`sequence` through a processor holding windows (fed as the read tasks feed it) and
+    one recomputing everything; the tables must end equal. Returns, per batch, whether the
+    held windows answered it (no bronze slice read)."""
+    held, recomputing = processor(root / "held", True), processor(root / "recomputed", False)
+    rng, answered, offset = random.Random(5), [], 0
+    for batch_id, rows in enumerate(sequence):
+        bronze = as_bronze(rows, offset)
+        offset += len(rows)
+        for proc in (held, recomputing):
+            proc.stages.timings = {}
+            proc.stages.open_windows.begin(batch_id)
+            proc.tables["bronze"].append(bronze, batch_id)
+            if proc is held:
+                from_chunks(proc, bronze, batch_id, rng)
+                answered.append("slice" not in proc.stages.timings)
+            else:
+                proc.stages.update_signals(bronze, batch_id)
+    assert_same_tables(root / "held", root / "recomputed", names=DERIVED)
+    return answered
+
+
+def test_a_broker_whose_clock_runs_ahead_keeps_its_cluster_held(tmp_path: Path) -> None:
+    """Broker 3's clock runs five and a half minutes ahead of the others (within the skew
+    allowance), on every scrape: its windows are past the kept horizon of theirs. Each
+    batch is still answered from the held windows (the cluster's horizon follows most of
+    its brokers, not its newest window: otherwise every batch recomputed from bronze), and
+    the tables equal the recomputed ones."""
+    rng = random.Random(9)
+    sequence = [[row for broker in ("1", "2", "3") for row in scrape(
+        "east", broker, step * 10.0 + (330 if broker == "3" else 0), step, rng)]
+        for step in range(24)]
+    answered = run_answered(tmp_path, sequence)
+    assert not answered[0] and all(answered[1:]), answered
+
+
+def test_one_sample_dated_minutes_ahead_does_not_make_every_batch_recompute(
+        tmp_path: Path) -> None:
+    """One gauge dated nine minutes ahead (a producer's mistake within the skew
+    allowance) among ordinary scrapes: the batches after it are answered from the held
+    windows as before it, and the tables equal the recomputed ones."""
+    rng = random.Random(4)
+    sequence = [[row for broker in ("1", "2", "3") for row in scrape(
+        "east", broker, step * 10.0, step, rng)] for step in range(24)]
+    stray = scrape("east", "2", 12 * 10.0 + 540, 12, rng)[0]
+    sequence[12].append(stray)
+    answered = run_answered(tmp_path, sequence)
+    assert not answered[0] and all(answered[1:]), answered
+
+
+def test_a_broker_gone_dark_does_not_hold_windows_without_end(tmp_path: Path) -> None:
+    """Two of three brokers stop; the one left goes on for 35 minutes. The cluster's
+    horizon follows the live broker once the others are further behind than the live span,
+    so the held windows stay few (a horizon pinned where most brokers were last would hold
+    every window since)."""
+    rng = random.Random(6)
+    sequence = [[row for broker in (("1", "2", "3") if step < 5 else ("1",))
+                 for row in scrape("east", broker, step * 60.0, step, rng)]
+                for step in range(40)]
+    proc = processor(tmp_path, True)
+    offset = 0
+    for batch_id, rows in enumerate(sequence):
+        bronze = as_bronze(rows, offset)
+        offset += len(rows)
+        proc.stages.open_windows.begin(batch_id)
+        proc.tables["bronze"].append(bronze, batch_id)
+        proc.stages.update_signals(bronze, batch_id)
+    held = proc.stages.open_windows
+    keep_windows = held.keep // held.width
+    assert 0 < len(held.held) <= keep_windows + 2, sorted(held.held)
