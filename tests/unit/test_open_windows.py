@@ -186,17 +186,22 @@ def counter_and_gauge(broker: str, at: float, unclean: float) -> list[dict]:
                 ("UncleanLeaderElectionsPerSec", "Count", unclean, "counter"))]
 
 
+def feed(proc: BatchProcessor, sequence: list[list[dict]]) -> None:
+    """Each batch of `sequence` into bronze and then the processor's signal stages."""
+    offset = 0
+    for batch_id, rows in enumerate(sequence):
+        bronze = as_bronze(rows, offset)
+        offset += len(rows)
+        proc.stages.open_windows.begin(batch_id)
+        proc.tables["bronze"].append(bronze, batch_id)
+        proc.stages.update_signals(bronze, batch_id)
+
+
 def run_both(root: Path, sequence: list[list[dict]]) -> dict[str, float | None]:
     """Feed both processors; return broker 2's unclean increase per window, held and not."""
     out = {}
     for name, incremental in (("held", True), ("recomputed", False)):
-        proc, offset = processor(root / name, incremental), 0
-        for batch_id, rows in enumerate(sequence):
-            bronze = as_bronze(rows, offset)
-            offset += len(rows)
-            proc.stages.open_windows.begin(batch_id)
-            proc.tables["bronze"].append(bronze, batch_id)
-            proc.stages.update_signals(bronze, batch_id)
+        feed(processor(root / name, incremental), sequence)
         frame = comparable(root / name, "broker_signals")
         frame = frame[frame["broker"] == "2"]
         out[name] = dict(zip(frame["window_start"].astype(str),
@@ -453,13 +458,7 @@ def test_a_broker_gone_dark_does_not_hold_windows_without_end(tmp_path: Path) ->
                  for row in scrape("east", broker, step * 60.0, step, rng)]
                 for step in range(40)]
     proc = processor(tmp_path, True)
-    offset = 0
-    for batch_id, rows in enumerate(sequence):
-        bronze = as_bronze(rows, offset)
-        offset += len(rows)
-        proc.stages.open_windows.begin(batch_id)
-        proc.tables["bronze"].append(bronze, batch_id)
-        proc.stages.update_signals(bronze, batch_id)
+    feed(proc, sequence)
     held = proc.stages.open_windows
     keep_windows = held.keep // held.width
     assert 0 < len(held.held) <= keep_windows + 2, sorted(held.held)
