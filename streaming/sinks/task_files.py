@@ -41,10 +41,26 @@ from streaming.schemas import arrow_schema, decoded_arrow_schema, table_spec
 FINITE = 1.7976931348623157e308
 # Columns whose every value differs: a Parquet dictionary of them (pyarrow's default for
 # every column) is work for nothing. The offsets, one apart, are delta-encoded instead: a
-# few bits each. For a bronze file of 100k single samples: 0.36 -> 0.28 us a row to write,
-# 635 -> 363 KB (docs/performance.md, "The read tasks' files").
+# few bits each. For a bronze file of 100k single samples of the benchmarks' stream: 0.41-0.46
+# -> 0.32 us a row to write, 635 -> 32 KB (docs/performance.md, "The read tasks' reduction
+# and files").
 UNIQUE_COLUMNS = ("source_offset", "raw")
 DELTA_ENCODED = ("source_offset",)
+
+
+def dictionary_columns(schema: pa.Schema) -> list[str]:
+    """The Parquet leaf columns to dictionary-encode: all but UNIQUE_COLUMNS. Parquet names
+    a map's leaves `<name>.key_value.key` and `.value`; given the map's own name, pyarrow
+    would encode its labels (a few distinct strings) plain, three times the bytes."""
+    leaves: list[str] = []
+    for column in schema:
+        if column.name in UNIQUE_COLUMNS:
+            continue
+        if pa.types.is_map(column.type):
+            leaves += [f"{column.name}.key_value.key", f"{column.name}.key_value.value"]
+        else:
+            leaves.append(column.name)
+    return leaves
 
 
 @dataclass(frozen=True)
@@ -139,7 +155,7 @@ def _write(rows: pa.Table, root: str, table: str, partition: dict[str, str | Non
     with fs.open_output_stream(path) as sink:
         pq.write_table(
             rows, sink, compression="snappy",
-            use_dictionary=[c for c in rows.column_names if c not in UNIQUE_COLUMNS],
+            use_dictionary=dictionary_columns(rows.schema),
             column_encoding={c: "DELTA_BINARY_PACKED" for c in DELTA_ENCODED
                              if c in rows.column_names})
     info = fs.get_file_info(path)

@@ -13,6 +13,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 from deltalake import DeltaTable
 
 from streaming.broker_admission import BrokerAdmission
@@ -105,6 +106,27 @@ def test_a_chunk_without_rejects_writes_one_file_per_date_and_no_quarantine(
                 for f in files} == per_date
         assert (sorted(read_back(files, root).select(key).to_pylist(), key=str)
                 == sorted(rows.select(key).to_pylist(), key=str))
+
+
+def test_task_files_encode_repeated_values_by_dictionary_and_offsets_by_delta(
+        tmp_path: Path) -> None:
+    """Every column but the offsets is dictionary-encoded, the labels maps' keys and values
+    among them (their repeated strings written plain tripled a fleet's files), and the
+    offsets, one apart, are delta-encoded."""
+    values = [jolokia(f"kafka.log:type=Log,name=Size,topic=orders,partition={p}", 1.0,
+                      MIDNIGHT) for p in range(50)]
+    files = write_task_files(chunk(values * 20), str(tmp_path))
+    (bronze,) = [f for f in files if f.table == "bronze"]
+    meta = pq.ParquetFile(tmp_path / "bronze" / bronze.path).metadata.row_group(0)
+    encodings = {meta.column(i).path_in_schema: meta.column(i).encodings
+                 for i in range(meta.num_columns)}
+    dictionary = {"RLE_DICTIONARY", "PLAIN_DICTIONARY"}
+    assert encodings["labels.key_value.key"] and encodings["labels.key_value.value"]
+    for path, used in encodings.items():
+        if path == "source_offset":
+            assert "DELTA_BINARY_PACKED" in used and not dictionary & set(used), used
+        else:
+            assert dictionary & set(used), (path, used)
 
 
 def test_statistics_bound_infinities_and_skip_nan_only_columns() -> None:
