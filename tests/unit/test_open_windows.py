@@ -423,9 +423,10 @@ def run_answered(root: Path, sequence: list[list[dict]]) -> list[bool]:
 def test_a_broker_whose_clock_runs_ahead_keeps_its_cluster_held(tmp_path: Path) -> None:
     """Broker 3's clock runs five and a half minutes ahead of the others (within the skew
     allowance), on every scrape: its windows are past the kept horizon of theirs. Each
-    batch is still answered from the held windows (the cluster's horizon follows most of
-    its brokers, not its newest window: otherwise every batch recomputed from bronze), and
-    the tables equal the recomputed ones."""
+    batch, a scrape round of every broker, is still answered from the held windows (the
+    cluster's horizon follows most of its brokers, not its newest window: otherwise every
+    batch recomputed from bronze), and the tables equal the recomputed ones. (Batches that
+    hold the fast broker apart still recompute once one has: docs/architecture.md.)"""
     rng = random.Random(9)
     sequence = [[row for broker in ("1", "2", "3") for row in scrape(
         "east", broker, step * 10.0 + (330 if broker == "3" else 0), step, rng)]
