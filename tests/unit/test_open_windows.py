@@ -430,7 +430,7 @@ def test_a_broker_whose_clock_runs_ahead_keeps_its_cluster_held(tmp_path: Path) 
     rng = random.Random(9)
     sequence = [[row for broker in ("1", "2", "3") for row in scrape(
         "east", broker, step * 10.0 + (330 if broker == "3" else 0), step, rng)]
-        for step in range(24)]
+        for step in range(16)]
     answered = run_answered(tmp_path, sequence)
     assert not answered[0] and all(answered[1:]), answered
 
@@ -442,22 +442,22 @@ def test_one_sample_dated_minutes_ahead_does_not_make_every_batch_recompute(
     windows as before it, and the tables equal the recomputed ones."""
     rng = random.Random(4)
     sequence = [[row for broker in ("1", "2", "3") for row in scrape(
-        "east", broker, step * 10.0, step, rng)] for step in range(24)]
-    stray = scrape("east", "2", 12 * 10.0 + 540, 12, rng)[0]
-    sequence[12].append(stray)
+        "east", broker, step * 10.0, step, rng)] for step in range(16)]
+    stray = scrape("east", "2", 8 * 10.0 + 540, 8, rng)[0]
+    sequence[8].append(stray)
     answered = run_answered(tmp_path, sequence)
     assert not answered[0] and all(answered[1:]), answered
 
 
 def test_a_broker_gone_dark_does_not_hold_windows_without_end(tmp_path: Path) -> None:
-    """Two of three brokers stop; the one left goes on for 35 minutes. The cluster's
+    """Two of three brokers stop; the one left goes on for 25 minutes. The cluster's
     horizon follows the live broker once the others are further behind than the live span,
     so the held windows stay few (a horizon pinned where most brokers were last would hold
     every window since)."""
     rng = random.Random(6)
     sequence = [[row for broker in (("1", "2", "3") if step < 5 else ("1",))
                  for row in scrape("east", broker, step * 60.0, step, rng)]
-                for step in range(40)]
+                for step in range(30)]
     proc = processor(tmp_path, True)
     feed(proc, sequence)
     held = proc.stages.open_windows
