@@ -42,6 +42,7 @@ from streaming.signals.broker import (
     SEGMENT_KEYS,
     SKIP_NULLS,
     finalize,
+    in_time_order,
     known_metrics,
     prepared,
     series_keys,
@@ -363,9 +364,9 @@ class OpenWindows:
         for cluster in at_head:  # the span may be hours long (a catch-up)
             self.floor[cluster] = max(lo, self.floor.get(cluster, lo))
             self.held |= {(cluster, w) for w in range(self.floor[cluster], hi + 1, self.width)}
-        floors = pa.array([self.floor[c] for c in at_head], pa.int64())
-        self._absorb(partials.filter(_at_or_above(partials, heads, floors)),
-                     segments.filter(_at_or_above(segments, heads, floors)))
+        self._absorb(*(table.filter(pc.and_(pc.is_in(table["cluster"], heads),
+                                            self._kept(table)))
+                       for table in (partials, segments)))
         # The slice is contiguous from the look-back before the last span to the head.
         recent = samples.filter(pc.and_(pc.and_(
             pc.is_in(samples["cluster"], heads),
@@ -384,15 +385,6 @@ class OpenWindows:
         self.segments.forget(cluster)
         if self.counters is not None:
             self.counters = self.counters.filter(pc.not_equal(self.counters["cluster"], cluster))
-
-
-def _at_or_above(table: pa.Table, clusters: pa.Array, floors: pa.Array) -> pa.Array:
-    """Per row of a partials or segments table: is its cluster one of `clusters` and its
-    window at or above that cluster's floor (`floors`, in the same order)?"""
-    at = pc.index_in(table["cluster"], clusters)
-    floor = pc.take(floors, pc.fill_null(at, 0))
-    return pc.and_(pc.is_valid(at), pc.greater_equal(
-        pc.cast(table["window_start"], pa.int64()), floor))
 
 
 def _counters(samples: pa.Table) -> pa.Table:
@@ -471,8 +463,7 @@ def newest_segments(tables: list[pa.Table]) -> pa.Table:
     replica per window, a tie to the later chunk."""
     if not any(t.num_rows for t in tables):  # most batches: every window held, none left
         return SEGMENT_SCHEMA.empty_table()
-    ordered = pa.concat_tables(tables).sort_by([("ts_us", "ascending"),
-                                                ("source_offset", "ascending")])
+    ordered = in_time_order(pa.concat_tables(tables), "ts_us")
     newest = ordered.group_by(list(SEGMENT_KEYS), use_threads=False).aggregate(
         [("value", "last"), ("ts_us", "last"), ("source_offset", "last")])
     return newest.rename_columns([*SEGMENT_KEYS, "value", "ts_us", "source_offset"]).cast(
@@ -519,7 +510,7 @@ def newest_per_series(samples: pa.Table) -> pa.Table:
     """The newest sample (by ts, then offset) of each series."""
     if samples.num_rows == 0:
         return samples
-    ordered = samples.sort_by([("ts", "ascending"), ("source_offset", "ascending")])
+    ordered = in_time_order(samples)
     indexed = pa.table({"series": series_keys(ordered), "row": np.arange(ordered.num_rows)})
     last = indexed.group_by("series", use_threads=False).aggregate([("row", "last")])
     return ordered.take(last["row_last"])
