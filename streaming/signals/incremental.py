@@ -44,6 +44,7 @@ from streaming.signals.broker import (
     finalize,
     in_time_order,
     known_metrics,
+    newest_of_each,
     prepared,
     series_keys,
     signal_partials,
@@ -463,11 +464,8 @@ def newest_segments(tables: list[pa.Table]) -> pa.Table:
     replica per window, a tie to the later chunk."""
     if not any(t.num_rows for t in tables):  # most batches: every window held, none left
         return SEGMENT_SCHEMA.empty_table()
-    ordered = in_time_order(pa.concat_tables(tables), "ts_us")
-    newest = ordered.group_by(list(SEGMENT_KEYS), use_threads=False).aggregate(
-        [("value", "last"), ("ts_us", "last"), ("source_offset", "last")])
-    return newest.rename_columns([*SEGMENT_KEYS, "value", "ts_us", "source_offset"]).cast(
-        SEGMENT_SCHEMA)
+    segments = pa.concat_tables([t.cast(SEGMENT_SCHEMA) for t in tables])
+    return newest_of_each(segments, SEGMENT_KEYS, "ts_us")
 
 
 class NewestSegments:
