@@ -19,6 +19,7 @@ import pyarrow as pa
 from streaming.headroom.model import (
     BOUND_ORDER,
     SECONDS_PER_DAY,
+    BrokerHeadroom,
     BrokerSnapshot,
     Forecast,
     HeadroomConfig,
@@ -39,6 +40,10 @@ COUNT_LIMIT = 2 ** 53
 # Points a column of running sums covers: 32 bytes of sums per BLOCK points, and at most
 # BLOCK - 1 points summed at each end of a look-back.
 BLOCK = 8
+# Windows of one broker from which a round's forecasts are computed as arrays.
+FORECASTS_AT_ONCE = 8
+# Distinct (cluster, snapshot) bounds kept between rounds; forgotten all at once past this.
+BOUNDS_REMEMBERED = 4096
 
 
 def _int(value: Any) -> int | None:
@@ -129,6 +134,19 @@ class PartitionHistory:
             sx, sy, sxx, sxy = sx + x, sy + y, sxx + x * x, sxy + x * y
         return sx, sy, sxx, sxy
 
+    def _sums_at(self, ends: np.ndarray) -> np.ndarray:
+        """`_sums_before` of each buffer index in `ends`, as int64 rows Σx, Σy, Σx², Σxy (one
+        column an end): the column of running sums below each end plus the at most
+        BLOCK - 1 points after it, gathered at once. Exact only while `_exact` holds."""
+        column = ends // BLOCK
+        at = column[:, None] * BLOCK + np.arange(BLOCK - 1)
+        inside = at < ends[:, None]
+        at = np.minimum(at, self._hi - 1)  # points past an end count zero
+        x = np.where(inside, self._times[at] - self._origin, 0.0).astype(np.int64)
+        y = np.where(inside, self._counts[at], 0.0).astype(np.int64)
+        return self._sums[:, column] + np.stack(
+            [x.sum(axis=1), y.sum(axis=1), (x * x).sum(axis=1), (x * y).sum(axis=1)])
+
     def put(self, at: float, partitions: int) -> None:
         """The count of the window starting at `at`; a window seen before is overwritten."""
         self.put_many(np.array([at], float), np.array([partitions], float))
@@ -179,6 +197,32 @@ class PartitionHistory:
         return outlook(slope, used, int(self.counts[k - 1]), ceiling)
 
 
+    def forecasts(self, ats: np.ndarray, ceilings: list[int], config: HeadroomConfig
+                  ) -> list[Forecast]:
+        """`forecast` of each window start in `ats` against its ceiling. Why at once: a
+        catch-up batch forecasts hundreds of windows a broker, and one at a time each paid
+        its binary searches and end sums as NumPy calls on single values. A live round's
+        one or two windows a broker go one at a time: the arrays cost more there."""
+        if not self._exact or len(self.times) == 0 or len(ats) < FORECASTS_AT_ONCE:
+            return [self.forecast(at, ceiling, config)
+                    for at, ceiling in zip(ats.tolist(), ceilings, strict=True)]
+        times = self.times
+        k = np.searchsorted(times, ats, side="right")
+        newest = times[np.maximum(k - 1, 0)]
+        start = np.searchsorted(times, newest - config.forecast_lookback_days * SECONDS_PER_DAY)
+        sums = (self._sums_at(self._lo + k) - self._sums_at(self._lo + start)).T.tolist()
+        currents = self.counts[np.maximum(k - 1, 0)].tolist()
+        out = []
+        for used, points, current, window_sums, ceiling in zip(
+                k.tolist(), (k - start).tolist(), currents, sums, ceilings, strict=True):
+            if used == 0:
+                out.append(outlook(None, 0, None, ceiling))
+                continue
+            slope, n = growth_from_sums(points, *window_sums, config.forecast_min_points)
+            out.append(outlook(slope, n, int(current), ceiling))
+        return out
+
+
 class HeadroomTracker:
     def __init__(self, cluster_overrides: dict[str, dict[str, Any]],
                  read_history: Callable[..., pa.Table]) -> None:
@@ -186,6 +230,7 @@ class HeadroomTracker:
         self.read_history = read_history
         self.configs: dict[str, HeadroomConfig] = {}
         self.history: dict[tuple[str, str], PartitionHistory] = {}
+        self.bounds: dict[tuple[str, BrokerSnapshot], BrokerHeadroom] = {}
 
     def config(self, cluster: str) -> HeadroomConfig:
         if cluster not in self.configs:
@@ -227,25 +272,43 @@ class HeadroomTracker:
                 points = self.history[(cluster, broker)] = PartitionHistory()
             points.put_many(np.array([r["window_start"].timestamp() for r in own]),
                             np.array([int(r["partition_count_last"]) for r in own]))
-        out = [self._headroom_row(row, now) for row in rows]
+        bounds = {id(row): self._bounds(row, self.config(row["cluster"])) for row in rows}
+        ahead: dict[int, Forecast] = {}
+        for (cluster, broker), own in per_broker.items():
+            found = self.history[(cluster, broker)].forecasts(
+                np.array([r["window_start"].timestamp() for r in own]),
+                [bounds[id(r)][1].binding_ceiling for r in own], self.config(cluster))
+            ahead.update(zip(map(id, own), found, strict=True))
+        out = [self._headroom_row(row, *bounds[id(row)], ahead[id(row)], now) for row in rows]
         for (cluster, broker), own in per_broker.items():
             self.history[(cluster, broker)].forget_before(
                 own[-1]["window_start"].timestamp()
                 - self.config(cluster).forecast_lookback_days * 86400)
         return out
 
-    def _headroom_row(self, row: dict[str, Any], now: datetime) -> dict[str, Any]:
-        cluster, broker, at = row["cluster"], row["broker"], row["window_start"]
-        config = self.config(cluster)
+    def _bounds(self, row: dict[str, Any], config: HeadroomConfig
+                ) -> tuple[BrokerSnapshot, BrokerHeadroom]:
+        """A broker signal row's snapshot and its broker_headroom, remembered per cluster
+        and snapshot: a broker's counts stay the same window after window, and the bounds
+        are a pure function of them and the cluster's config."""
         snapshot = BrokerSnapshot(
-            broker=broker, partitions=int(row["partition_count_last"]),
+            broker="", partitions=int(row["partition_count_last"]),
             leaders=int(row["leader_count_last"]),
             log_segments=_int(row.get("log_segments_last")),
             open_fds=_int(row.get("open_fds_last")), max_fds=_int(row.get("max_fds_last")),
         )
-        result = broker_headroom(snapshot, config)
-        ahead = self.history[(cluster, broker)].forecast(at.timestamp(),
-                                                           result.binding_ceiling, config)
+        key = (row["cluster"], snapshot)
+        result = self.bounds.get(key)
+        if result is None:
+            if len(self.bounds) >= BOUNDS_REMEMBERED:
+                self.bounds.clear()
+            result = self.bounds[key] = broker_headroom(snapshot, config)
+        return snapshot, result
+
+    def _headroom_row(self, row: dict[str, Any], snapshot: BrokerSnapshot,
+                      result: BrokerHeadroom, ahead: Forecast, now: datetime
+                      ) -> dict[str, Any]:
+        cluster, broker, at = row["cluster"], row["broker"], row["window_start"]
         return {
             "cluster": cluster, "broker": broker, "evaluated_at": at,
             "partitions": float(snapshot.partitions), "leaders": float(snapshot.leaders),

@@ -427,7 +427,7 @@ def test_partition_history_forecasts_as_a_pass_over_its_points(
     import numpy as np
 
     from streaming.headroom.model import sorted_forecast
-    from streaming.headroom.stage import PartitionHistory
+    from streaming.headroom.stage import FORECASTS_AT_ONCE, PartitionHistory
 
     rng = np.random.default_rng(7)
     lookback = replace(config, forecast_lookback_days=0.5, forecast_min_points=3)
@@ -452,17 +452,21 @@ def test_partition_history_forecasts_as_a_pass_over_its_points(
             history.put_many(np.array([at]), np.array([count]))
         if step % 97 == 96:
             history.forget_before(newest - 86_400 * 0.4)
-        for probe in (at, newest, at - 30.0):
-            got = history.forecast(probe, 5_000, lookback)
+        # the last before every point; enough probes for forecasts' arrays
+        probes = [at, newest, at - 30.0, -60.0, *(newest - 90.0 * np.arange(1, 6))]
+        assert len(probes) >= FORECASTS_AT_ONCE
+        together = history.forecasts(np.array(probes), [5_000] * len(probes), lookback)
+        for probe, at_once in zip(probes, together, strict=True):
             want = sorted_forecast(*history.until(probe), 5_000, lookback)
-            assert got.points_used == want.points_used
-            assert got.current_partitions == want.current_partitions
-            assert (got.slope_per_day is None) == (want.slope_per_day is None)
-            if want.slope_per_day is not None:
-                assert got.slope_per_day == pytest.approx(want.slope_per_day, rel=1e-9,
-                                                          abs=1e-9)
-                checked += 1
-    assert checked > 500
+            for got in (history.forecast(probe, 5_000, lookback), at_once):
+                assert got.points_used == want.points_used
+                assert got.current_partitions == want.current_partitions
+                assert (got.slope_per_day is None) == (want.slope_per_day is None)
+                if want.slope_per_day is not None:
+                    assert got.slope_per_day == pytest.approx(want.slope_per_day, rel=1e-9,
+                                                              abs=1e-9)
+                    checked += 1
+    assert checked > 2000
 
 
 def test_a_batch_evaluated_at_once_forecasts_as_one_window_after_the_other() -> None:
