@@ -42,7 +42,7 @@ COUNT_LIMIT = 2 ** 53
 BLOCK = 8
 # Windows of one broker from which a round's forecasts are computed as arrays.
 FORECASTS_AT_ONCE = 8
-# Distinct (cluster, snapshot) bounds kept between rounds; forgotten all at once past this.
+# Distinct (config, snapshot) bounds kept between rounds; forgotten all at once past this.
 BOUNDS_REMEMBERED = 4096
 
 
@@ -196,7 +196,6 @@ class PartitionHistory:
         slope, used = growth_from_sums(k - start, sx, sy, sxx, sxy, config.forecast_min_points)
         return outlook(slope, used, int(self.counts[k - 1]), ceiling)
 
-
     def forecasts(self, ats: np.ndarray, ceilings: list[int], config: HeadroomConfig
                   ) -> list[Forecast]:
         """`forecast` of each window start in `ats` against its ceiling. Why at once: a
@@ -230,7 +229,7 @@ class HeadroomTracker:
         self.read_history = read_history
         self.configs: dict[str, HeadroomConfig] = {}
         self.history: dict[tuple[str, str], PartitionHistory] = {}
-        self.bounds: dict[tuple[str, BrokerSnapshot], BrokerHeadroom] = {}
+        self.bounds: dict[tuple[HeadroomConfig, BrokerSnapshot], BrokerHeadroom] = {}
 
     def config(self, cluster: str) -> HeadroomConfig:
         if cluster not in self.configs:
@@ -288,16 +287,17 @@ class HeadroomTracker:
 
     def _bounds(self, row: dict[str, Any], config: HeadroomConfig
                 ) -> tuple[BrokerSnapshot, BrokerHeadroom]:
-        """A broker signal row's snapshot and its broker_headroom, remembered per cluster
+        """A broker signal row's snapshot and its broker_headroom, remembered per config
         and snapshot: a broker's counts stay the same window after window, and the bounds
-        are a pure function of them and the cluster's config."""
+        are a pure function of them and the cluster's config. The remembered results name
+        no broker (`broker` is empty): the rows take it from the signal row."""
         snapshot = BrokerSnapshot(
             broker="", partitions=int(row["partition_count_last"]),
             leaders=int(row["leader_count_last"]),
             log_segments=_int(row.get("log_segments_last")),
             open_fds=_int(row.get("open_fds_last")), max_fds=_int(row.get("max_fds_last")),
         )
-        key = (row["cluster"], snapshot)
+        key = (config, snapshot)
         result = self.bounds.get(key)
         if result is None:
             if len(self.bounds) >= BOUNDS_REMEMBERED:

@@ -265,12 +265,15 @@ def newest_of_each(table: pa.Table, keys: tuple[str, ...] | list[str], ts: str) 
     if table.num_rows == 0:
         return table
     key = _key_codes(table, keys)
-    when = pc.cast(table[ts], pa.int64()).to_numpy(zero_copy_only=False)
-    offset = table["source_offset"].to_numpy(zero_copy_only=False)
+    # nulls last, as Arrow's sort puts them, and int64 throughout (a column with nulls
+    # would come out as float64, which cannot tell apart values past 2**53)
+    last = np.iinfo(np.int64).max
+    when = pc.fill_null(pc.cast(table[ts], pa.int64()), last).to_numpy()
+    offset = pc.fill_null(pc.cast(table["source_offset"], pa.int64()), last).to_numpy()
     order = np.lexsort((offset, when, key))  # stable: equal rows keep their order
     ordered = key[order]
-    last = order[np.append(ordered[1:] != ordered[:-1], True)]
-    return table.take(np.sort(last))
+    newest = order[np.append(ordered[1:] != ordered[:-1], True)]
+    return table.take(np.sort(newest))
 
 
 # The columns of `prepared` rows the wide partials read.
@@ -411,7 +414,8 @@ def _segment_partials(windowed: pa.Table, micros: pa.ChunkedArray, is_segments: 
     mask = pc.and_(is_segments, pc.is_valid(windowed["value"]))
     segments = windowed.select([*PARTIAL_KEYS, "labels", "value", "source_offset"]).append_column(
         "ts_us", micros).filter(mask)
-    segments = segments.append_column("labels_key", labels_key(segments["labels"]))
+    segments = segments.append_column("labels_key", labels_key(segments["labels"])
+                                      ).drop_columns(["labels"])
     return newest_of_each(segments, SEGMENT_KEYS, "ts_us").select(
         [*SEGMENT_KEYS, "value", "ts_us", "source_offset"])
 

@@ -65,3 +65,14 @@ def test_keys_whose_combined_codes_would_overflow_stay_apart():
     newest = newest_of_each(table, list("abcde"), "ts_us")
     assert newest.num_rows == distinct + 1
     assert rows_of(newest, list("abcde")) == by_group_by(table, list("abcde"))
+
+
+def test_a_null_offset_sorts_last_and_large_times_stay_apart():
+    """A null (ts or offset) sorts after every value, as in Arrow's sort; a column with a
+    null still compares its values as int64, so times one apart past 2**53 stay apart."""
+    big = 2 ** 53
+    table = pa.table({"k": ["a", "a", "b", "b", "c"], "value": [0.0, 1.0, 2.0, 3.0, 4.0],
+                      "ts_us": pa.array([big + 1, big, 5, 5, None], pa.int64()),
+                      "source_offset": pa.array([0, 1, None, 7, 0], pa.int64())})
+    assert newest_of_each(table, ["k"], "ts_us")["value"].to_pylist() == [0.0, 2.0, 4.0]
+    assert rows_of(newest_of_each(table, ["k"], "ts_us"), ["k"]) == by_group_by(table, ["k"])
