@@ -42,7 +42,6 @@ from streaming.signals.broker import (
     SEGMENT_KEYS,
     SKIP_NULLS,
     finalize,
-    in_time_order,
     known_metrics,
     newest_of_each,
     prepared,
@@ -508,7 +507,6 @@ def newest_per_series(samples: pa.Table) -> pa.Table:
     """The newest sample (by ts, then offset) of each series."""
     if samples.num_rows == 0:
         return samples
-    ordered = in_time_order(samples)
-    indexed = pa.table({"series": series_keys(ordered), "row": np.arange(ordered.num_rows)})
-    last = indexed.group_by("series", use_threads=False).aggregate([("row", "last")])
-    return ordered.take(last["row_last"])
+    # a series' labels are a map, which no key can be: its series_keys string stands in
+    keyed = samples.append_column("series", series_keys(samples))
+    return newest_of_each(keyed, ["series"], "ts").drop_columns(["series"])
