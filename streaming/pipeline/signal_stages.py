@@ -171,7 +171,10 @@ class SignalStages:
         the transaction id of every write."""
         cfg = self.config.signals
         exporter = self.exporter
-        first, last = spans[0][0], spans[-1][1]
+        # One window past the last touched: its cluster row reads this one's broker rows
+        # (cluster.unclean_claims), so late data here may change it.
+        first = spans[0][0]
+        last = spans[-1][1] + timedelta(seconds=cfg.window_seconds)
         with stopwatch(timings, "broker_signals_merge"):
             self.tables["broker_signals"].upsert(broker_rows, batch_id)
         failpoints.hit("broker_signals_committed")

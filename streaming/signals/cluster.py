@@ -79,6 +79,43 @@ def controller_unknown(broker_rows: pa.Table, keys: pa.Table) -> pa.Array:
     return pa.array([key in unknown for key in asked], pa.bool_())
 
 
+def unclean_claims(broker_rows: pa.Table) -> pa.Array:
+    """Per broker row: the unclean elections it adds to its cluster's window.
+
+    Every KRaft controller counts each unclean election it applies, and they apply it at
+    slightly different moments: when those straddle a window boundary, some controllers'
+    counts rise in one window and the others' in the next, and a plain max over brokers
+    counts the one election in both windows. So a broker's increase is discounted by how
+    far it lagged in the previous window: the previous window's max over brokers minus its
+    own increase there. A broker with no increase in the previous window (no row, or the
+    counter not reported) is not discounted: there is no telling whether it lagged, and an
+    election counted twice is better than one not counted at all. Lags longer than a
+    window are not recognised.
+    """
+    increase = broker_rows["unclean_elections_increase"]
+    starts = np.array(_micros(broker_rows["window_start"]), dtype=np.int64)
+    widths = np.array(_micros(broker_rows["window_end"]), dtype=np.int64) - starts
+    values = pc.fill_null(pc.cast(increase, pa.float64()), np.nan).to_numpy(
+        zero_copy_only=False)
+    clusters = broker_rows["cluster"].to_pylist()
+    brokers = broker_rows["broker"].to_pylist()
+    own: dict[tuple[str, str, int], float] = {}
+    window_max: dict[tuple[str, int], float] = {}
+    for cluster, broker, start, value in zip(clusters, brokers, starts.tolist(),
+                                             values.tolist(), strict=True):
+        if value == value:  # not NaN
+            own[(cluster, broker, start)] = value
+            window_max[(cluster, start)] = max(value, window_max.get((cluster, start), value))
+    out = values.copy()
+    for row, (cluster, broker, start, width, value) in enumerate(zip(
+            clusters, brokers, starts.tolist(), widths.tolist(), values.tolist(), strict=True)):
+        before = own.get((cluster, broker, start - width))
+        if value == value and value > 0 and before is not None:
+            lag = window_max[(cluster, start - width)] - before
+            out[row] = max(0.0, value - lag)
+    return pa.array(out, pa.float64(), mask=np.isnan(out))
+
+
 def _micros(column: pa.ChunkedArray | pa.Array) -> list[int]:
     return pc.cast(column, pa.int64()).to_pylist()
 
@@ -96,20 +133,24 @@ def cluster_signals(broker_rows: pa.Table, since: datetime | None = None) -> pa.
     Unclean elections take the max over brokers, not the sum: under KRaft every controller
     replays the metadata log and counts each unclean election it applies, so one election
     raises UncleanLeaderElectionsPerSec on several nodes (seen on Kafka 4.4: +1 on two of
-    three combined nodes for a single election).
+    three combined nodes for a single election, and on all three in the same second or
+    one second apart). A broker that counts an election a window after the others does
+    not count it again (`unclean_claims`), so a window's value needs the broker rows of
+    the window before it.
     """
     schema = arrow_schema("cluster_signals")
     if broker_rows.num_rows == 0:
         return schema.empty_table()
     skip_nulls = pc.ScalarAggregateOptions(skip_nulls=True, min_count=1)
     broker_rows = broker_rows.append_column("controller_claim", controller_claims(broker_rows))
+    broker_rows = broker_rows.append_column("unclean_claim", unclean_claims(broker_rows))
     grouped = broker_rows.group_by(KEYS, use_threads=False).aggregate([
         ("window_end", "max"), ([], "count_all"),
         ("offline_partitions_max", "max", skip_nulls),
         ("controller_claim", "sum", skip_nulls),
         ("under_min_isr_max", "sum", skip_nulls),
         ("under_replicated_max", "sum", skip_nulls),
-        ("unclean_elections_increase", "max", skip_nulls),
+        ("unclean_claim", "max", skip_nulls),
     ])
     if since is not None:
         grouped = grouped.filter(pc.greater_equal(grouped["window_start"],
@@ -125,6 +166,6 @@ def cluster_signals(broker_rows: pa.Table, since: datetime | None = None) -> pa.
         "active_controllers": active,
         "under_min_isr_total": grouped["under_min_isr_max_sum"],
         "under_replicated_total": grouped["under_replicated_max_sum"],
-        "unclean_elections_increase": grouped["unclean_elections_increase_max"],
+        "unclean_elections_increase": grouped["unclean_claim_max"],
         "updated_at": pa.array([now] * grouped.num_rows, pa.timestamp("us", "UTC")),
     }).cast(schema)

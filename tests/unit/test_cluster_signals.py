@@ -48,6 +48,43 @@ def window(i: int, controllers: dict[str, float]) -> list[dict]:
              "active_controller_last": value} for broker, value in controllers.items()]
 
 
+def elections(per_window: list[dict[str, float | None]]) -> list[float | None]:
+    """The cluster's unclean elections per window, from each broker's increase there
+    (None: the broker has no row in that window)."""
+    rows = []
+    for i, increases in enumerate(per_window):
+        start = START + timedelta(minutes=i)
+        rows += [{"broker": broker, "window_start": start,
+                  "window_end": start + timedelta(minutes=1),
+                  "unclean_elections_increase": value}
+                 for broker, value in increases.items() if value is not None]
+    got = cluster_signals(broker_rows(rows)).to_pylist()
+    return [r["unclean_elections_increase"] for r in sorted(got, key=lambda r: r["window_start"])]
+
+
+def test_one_election_counted_by_controllers_on_either_side_of_a_window_boundary_counts_once(
+        ) -> None:
+    # seen on Kafka 4.4 through jmx_exporter: nodes 1 and 3 counted it in one scrape, node 2
+    # in the next, which fell into the next window
+    assert elections([{"1": 1, "2": 0, "3": 1}, {"1": 0, "2": 1, "3": 0},
+                      {"1": 0, "2": 0, "3": 0}]) == [1.0, 0.0, 0.0]
+    # a lag carried on by a second late broker is still the same election
+    assert elections([{"1": 1, "2": 0, "3": 0}, {"1": 0, "2": 1, "3": 0},
+                      {"1": 0, "2": 0, "3": 1}]) == [1.0, 0.0, 0.0]
+
+
+def test_elections_in_consecutive_windows_each_count() -> None:
+    assert elections([{"1": 1, "2": 1}, {"1": 1, "2": 1}]) == [1.0, 1.0]
+    # broker 2 lagged one election behind and then counts it with a new one
+    assert elections([{"1": 2, "2": 1}, {"1": 1, "2": 2}]) == [2.0, 1.0]
+
+
+def test_a_broker_without_a_previous_window_is_not_discounted() -> None:
+    # broker 1 went dark after the first election; broker 2, new, sees the second
+    assert elections([{"1": 1}, {"1": None, "2": 1}]) == [1.0, 1.0]
+    assert elections([{"1": 1, "2": None}, {"1": 0, "2": 1}]) == [1.0, 1.0]
+
+
 def controllers(rows: list[dict]) -> list[float | None]:
     return [r["active_controllers"] for r in cluster_signals(broker_rows(rows)).to_pylist()]
 
