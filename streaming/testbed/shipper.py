@@ -22,7 +22,6 @@ import logging
 import threading
 import time
 import urllib.request
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -104,9 +103,11 @@ def prometheus_adapter_records(text: str, cluster: str, broker: int, instance: s
 
 
 class Shipper:
-    """Scrapes every target each `interval` seconds on a thread and produces to the metrics
-    cluster: Jolokia responses to `jolokia_topic`, adapter JSON to `prometheus_topic`
-    (either may be None to skip that path)."""
+    """Scrapes every target each `interval` seconds and produces to the metrics cluster:
+    Jolokia responses to `jolokia_topic`, adapter JSON to `prometheus_topic` (either may be
+    None to skip that path). Each target has a thread of its own, as each Telegraf or
+    Prometheus scrape runs on its own schedule: a frozen broker's request waits for its
+    timeout (10 s) without thinning the other brokers' samples."""
 
     def __init__(self, targets: list[Target], cluster: str, bootstrap: str,
                  jolokia_topic: str | None, prometheus_topic: str | None,
@@ -122,22 +123,13 @@ class Shipper:
                                   "compression.type": "lz4", "acks": "all",
                                   "logger": kafka_logger()})
         self.body = orjson.dumps(jolokia_requests())
-        self.scrapes = 0
         self.errors: dict[str, str] = {}
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._pool = ThreadPoolExecutor(max(1, len(targets)), thread_name_prefix="scrape")
+        self._threads: list[threading.Thread] = []
 
-    def scrape_once(self) -> int:
-        """One scrape of every target, the targets in parallel (a slow or frozen broker must
-        not delay the others' samples); returns the records produced."""
+    def scrape_target(self, target: Target) -> int:
+        """One scrape of one target's agents; returns the records produced."""
         now = time.time()
-        produced = sum(self._pool.map(lambda t: self._scrape_target(t, now), self.targets))
-        self.producer.flush(10)
-        self.scrapes += 1
-        return produced
-
-    def _scrape_target(self, target: Target, now: float) -> int:
         produced = 0
         if self.jolokia_topic and target.jolokia_url:
             url = target.jolokia_url
@@ -151,6 +143,7 @@ class Shipper:
                 lambda: prometheus_adapter_records(_get(url).decode(), self.cluster,
                                                    target.broker, url.split("/")[2], now),
                 self.prometheus_topic, key=None)
+        self.producer.flush(10)
         return produced
 
     def _ship(self, target: Target, agent: str, fetch: Any, topic: str, key: bytes | None) -> int:
@@ -165,26 +158,29 @@ class Shipper:
             self.producer.poll(0)
         return len(values)
 
-    def _run(self) -> None:
+    def _run(self, target: Target) -> None:
         while not self._stop.is_set():
             started = time.monotonic()
             try:
-                self.scrape_once()
+                self.scrape_target(target)
             except Exception:
-                LOG.exception("shipper scrape failed; trying again next interval")
+                LOG.exception("shipper scrape of broker %s failed; trying again next interval",
+                              target.broker)
             self._stop.wait(max(0.0, self.interval - (time.monotonic() - started)))
 
     def start(self) -> Shipper:
-        self._thread = threading.Thread(target=self._run, name="shipper", daemon=True)
-        self._thread.start()
+        self._threads = [threading.Thread(target=self._run, args=(target,), daemon=True,
+                                          name=f"shipper-{target.broker}")
+                         for target in self.targets]
+        for thread in self._threads:
+            thread.start()
         return self
 
     def stop(self) -> None:
         self._stop.set()
-        if self._thread:
-            self._thread.join(timeout=self.interval + 15)
+        for thread in self._threads:
+            thread.join(timeout=self.interval + 15)
         self.producer.flush(10)
-        self._pool.shutdown(wait=True)
 
     def __enter__(self) -> Shipper:
         return self.start()
