@@ -92,27 +92,28 @@ def unclean_claims(broker_rows: pa.Table) -> pa.Array:
     election counted twice is better than one not counted at all. Lags longer than a
     window are not recognised.
     """
-    increase = broker_rows["unclean_elections_increase"]
-    starts = np.array(_micros(broker_rows["window_start"]), dtype=np.int64)
-    widths = np.array(_micros(broker_rows["window_end"]), dtype=np.int64) - starts
-    values = pc.fill_null(pc.cast(increase, pa.float64()), np.nan).to_numpy(
-        zero_copy_only=False)
-    clusters = broker_rows["cluster"].to_pylist()
-    brokers = broker_rows["broker"].to_pylist()
-    own: dict[tuple[str, str, int], float] = {}
-    window_max: dict[tuple[str, int], float] = {}
-    for cluster, broker, start, value in zip(clusters, brokers, starts.tolist(),
-                                             values.tolist(), strict=True):
-        if value == value:  # not NaN
-            own[(cluster, broker, start)] = value
-            window_max[(cluster, start)] = max(value, window_max.get((cluster, start), value))
-    out = values.copy()
-    for row, (cluster, broker, start, width, value) in enumerate(zip(
-            clusters, brokers, starts.tolist(), widths.tolist(), values.tolist(), strict=True)):
-        before = own.get((cluster, broker, start - width))
-        if value == value and value > 0 and before is not None:
-            lag = window_max[(cluster, start - width)] - before
-            out[row] = max(0.0, value - lag)
+    starts = pc.cast(broker_rows["window_start"], pa.int64())
+    rows = pa.table({
+        "cluster": broker_rows["cluster"], "broker": broker_rows["broker"], "start": starts,
+        "before": pc.subtract(starts, pc.subtract(
+            pc.cast(broker_rows["window_end"], pa.int64()), starts)),
+        "value": pc.cast(broker_rows["unclean_elections_increase"], pa.float64()),
+        "row": pa.array(np.arange(broker_rows.num_rows))})
+    counted = rows.filter(pc.is_valid(rows["value"]))
+    own = counted.select(["cluster", "broker", "start", "value"]).rename_columns(
+        ["cluster", "broker", "before", "own_before"])
+    window_max = counted.group_by(["cluster", "start"], use_threads=False).aggregate(
+        [("value", "max")]).rename_columns(["cluster", "before", "max_before"])
+    # Arrow's joins need no Python per row: this runs on every stored row of the
+    # incident horizon, each batch
+    joined = counted.join(own, ["cluster", "broker", "before"]).join(
+        window_max, ["cluster", "before"]).sort_by("row")
+    lag = pc.subtract(joined["max_before"], joined["own_before"])
+    discounted = pc.max_element_wise(pc.subtract(joined["value"], lag), 0.0, skip_nulls=False)
+    claim = pc.if_else(pc.fill_null(pc.greater(joined["value"], 0), False),
+                       pc.coalesce(discounted, joined["value"]), joined["value"])
+    out = pa.nulls(broker_rows.num_rows, pa.float64()).to_numpy(zero_copy_only=False)
+    out[joined["row"].to_numpy()] = claim.to_numpy(zero_copy_only=False)
     return pa.array(out, pa.float64(), mask=np.isnan(out))
 
 
