@@ -33,6 +33,8 @@ from streaming.logsetup import kafka_logger
 from streaming.simulate.formats import go_float
 
 LOG = logging.getLogger("kafka_health.shipper")
+HTTP_TIMEOUT = 10.0  # seconds an agent's answer may take (a frozen broker's never comes)
+FLUSH_TIMEOUT = 10.0  # seconds a scrape's records may take to reach the metrics cluster
 # Series families worth shipping from a jmx_exporter scrape; a production remote_write
 # keeps the same with a write_relabel_configs `keep` rule (the JVM's own series are noise).
 KEEP_PREFIXES = ("kafka_server_", "kafka_controller_", "kafka_network_", "kafka_log_",
@@ -75,7 +77,7 @@ def jolokia_requests() -> list[dict[str, Any]]:
     return list(merged.values())
 
 
-def _get(url: str, body: bytes | None = None, timeout: float = 10.0) -> bytes:
+def _get(url: str, body: bytes | None = None, timeout: float = HTTP_TIMEOUT) -> bytes:
     request = urllib.request.Request(url, data=body, headers={"Content-Type": "application/json"}
                                      if body else {})
     with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 (loopback)
@@ -143,7 +145,7 @@ class Shipper:
                 lambda: prometheus_adapter_records(_get(url).decode(), self.cluster,
                                                    target.broker, url.split("/")[2], now),
                 self.prometheus_topic, key=None)
-        self.producer.flush(10)
+        self.producer.flush(FLUSH_TIMEOUT)
         return produced
 
     def _ship(self, target: Target, agent: str, fetch: Any, topic: str, key: bytes | None) -> int:
@@ -179,8 +181,9 @@ class Shipper:
     def stop(self) -> None:
         self._stop.set()
         for thread in self._threads:
-            thread.join(timeout=self.interval + 15)
-        self.producer.flush(10)
+            # a scrape in progress: both agents' requests, then its flush
+            thread.join(timeout=self.interval + 2 * HTTP_TIMEOUT + FLUSH_TIMEOUT + 5)
+        self.producer.flush(FLUSH_TIMEOUT)
 
     def __enter__(self) -> Shipper:
         return self.start()
