@@ -171,8 +171,9 @@ class SignalStages:
         the transaction id of every write."""
         cfg = self.config.signals
         exporter = self.exporter
-        # One window past the last touched: its cluster row reads this one's broker rows
-        # (cluster.unclean_claims), so late data here may change it.
+        # One window past the spans (which end a window past the touched ones): a window's
+        # unclean elections read the broker rows of the windows before it
+        # (cluster.unclean_elections), so late data may change the next ones too.
         first = spans[0][0]
         last = spans[-1][1] + timedelta(seconds=cfg.window_seconds)
         with stopwatch(timings, "broker_signals_merge"):

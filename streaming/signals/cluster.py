@@ -6,6 +6,7 @@ would cost its fixed planning time in every micro-batch.
 
 from __future__ import annotations
 
+import itertools
 from collections import defaultdict
 from datetime import UTC, datetime
 
@@ -79,42 +80,64 @@ def controller_unknown(broker_rows: pa.Table, keys: pa.Table) -> pa.Array:
     return pa.array([key in unknown for key in asked], pa.bool_())
 
 
-def unclean_claims(broker_rows: pa.Table) -> pa.Array:
-    """Per broker row: the unclean elections it adds to its cluster's window.
+def unclean_elections(broker_rows: pa.Table, keys: pa.Table) -> pa.Array:
+    """Per (cluster, window_start) row of `keys`: the unclean elections of that window.
 
-    Every KRaft controller counts each unclean election it applies, and they apply it at
-    slightly different moments: when those straddle a window boundary, some controllers'
-    counts rise in one window and the others' in the next, and a plain max over brokers
-    counts the one election in both windows. So a broker's increase is discounted by how
-    far it lagged in the previous window: the previous window's max over brokers minus its
-    own increase there. A broker with no increase in the previous window (no row, or the
-    counter not reported) is not discounted: there is no telling whether it lagged, and an
-    election counted twice is better than one not counted at all. Lags longer than a
-    window are not recognised.
+    Every KRaft controller counts each unclean election it applies, and they apply it a
+    little apart: when that straddles a window boundary, some controllers' counts rise in
+    one window and the others' in the next, and a plain max over brokers would count the
+    one election in both. So the windows are walked in order, keeping each broker's running
+    count and the cluster's (the highest of them): a window adds what lifts the highest
+    count, and a broker catching up on elections the others counted adds nothing.
+
+    A broker is taken to be in step with the cluster whenever there is no telling it is
+    not, so that an election is counted twice rather than missed: when first seen, when
+    back after a window without an increase, and after two windows in a row without one
+    (a broker that missed elections while it was down would otherwise stay behind for
+    good, and the next election it alone reports would be lost). Hence a controller that
+    counts an election more than a window after the others counts it again. The walk starts
+    at the first row handed in, everyone in step; since each quiet stretch puts the brokers
+    back in step, where it starts does not matter beyond a few windows.
     """
-    starts = pc.cast(broker_rows["window_start"], pa.int64())
-    rows = pa.table({
-        "cluster": broker_rows["cluster"], "broker": broker_rows["broker"], "start": starts,
-        "before": pc.subtract(starts, pc.subtract(
-            pc.cast(broker_rows["window_end"], pa.int64()), starts)),
-        "value": pc.cast(broker_rows["unclean_elections_increase"], pa.float64()),
-        "row": pa.array(np.arange(broker_rows.num_rows))})
-    counted = rows.filter(pc.is_valid(rows["value"]))
-    own = counted.select(["cluster", "broker", "start", "value"]).rename_columns(
-        ["cluster", "broker", "before", "own_before"])
-    window_max = counted.group_by(["cluster", "start"], use_threads=False).aggregate(
-        [("value", "max")]).rename_columns(["cluster", "before", "max_before"])
-    # Arrow's joins need no Python per row: this runs on every stored row of the
-    # incident horizon, each batch
-    joined = counted.join(own, ["cluster", "broker", "before"]).join(
-        window_max, ["cluster", "before"]).sort_by("row")
-    lag = pc.subtract(joined["max_before"], joined["own_before"])
-    discounted = pc.max_element_wise(pc.subtract(joined["value"], lag), 0.0, skip_nulls=False)
-    claim = pc.if_else(pc.fill_null(pc.greater(joined["value"], 0), False),
-                       pc.coalesce(discounted, joined["value"]), joined["value"])
-    out = pa.nulls(broker_rows.num_rows, pa.float64()).to_numpy(zero_copy_only=False)
-    out[joined["row"].to_numpy()] = claim.to_numpy(zero_copy_only=False)
-    return pa.array(out, pa.float64(), mask=np.isnan(out))
+    values = pc.cast(broker_rows["unclean_elections_increase"], pa.float64())
+    valid = broker_rows.filter(pc.fill_null(pc.invert(pc.is_nan(values)), False))
+    # A broker whose increases are all 0 never lifts the cluster's count, so only the others
+    # are walked (in ZooKeeper mode every broker reports the meter, one of them the count)
+    reported = valid.group_by(KEYS, use_threads=False).aggregate([])
+    found: dict[tuple[str | None, int], float] = dict.fromkeys(zip(
+        reported["cluster"].to_pylist(), _micros(reported["window_start"]), strict=True), 0.0)
+    counting = valid.group_by(["cluster", "broker"], use_threads=False).aggregate(
+        [("unclean_elections_increase", "max")])
+    counting = counting.filter(pc.greater(counting["unclean_elections_increase_max"], 0))
+    unkeyed = pc.or_(pc.is_null(valid["cluster"]), pc.is_null(valid["broker"]))
+    valid = pa.concat_tables([valid.filter(unkeyed), valid.filter(pc.invert(unkeyed)).join(
+        counting.select(["cluster", "broker"]), ["cluster", "broker"], join_type="inner"
+    ).select(valid.column_names)])  # a join matches no null key: those rows all walk
+    rows = sorted(zip(valid["cluster"].to_pylist(), _micros(valid["window_start"]),
+                      _micros(valid["window_end"]), valid["broker"].to_pylist(),
+                      pc.cast(valid["unclean_elections_increase"], pa.float64()).to_pylist(),
+                      strict=True), key=lambda r: (r[0] is None, r[0] or "", r[1]))
+    state: dict[str | None, tuple[dict[str | None, float], float]] = {}
+    seen: dict[tuple[str | None, str | None], tuple[int, float]] = {}  # last window, increase
+    for (cluster, start), group in itertools.groupby(rows, key=lambda r: (r[0], r[1])):
+        counts, highest = state.get(cluster, ({}, 0.0))
+        window = list(group)
+        for _, _, end, broker, increase in window:
+            before = seen.get((cluster, broker))
+            if before is None or before[0] != start - (end - start):
+                counts[broker] = highest  # first seen, or back after a gap: in step
+            counts[broker] += increase
+        top = max(highest, *(counts[r[3]] for r in window))
+        found[(cluster, start)] = top - highest
+        for _, _, end, broker, increase in window:
+            before = seen.get((cluster, broker))
+            if (increase == 0 and before is not None and before[1] == 0
+                    and before[0] == start - (end - start)):
+                counts[broker] = top  # quiet for two windows: caught up
+            seen[(cluster, broker)] = (start, increase)
+        state[cluster] = (counts, top)
+    asked = zip(keys["cluster"].to_pylist(), _micros(keys["window_start"]), strict=True)
+    return pa.array([found.get(key) for key in asked], pa.float64())
 
 
 def _micros(column: pa.ChunkedArray | pa.Array) -> list[int]:
@@ -136,22 +159,20 @@ def cluster_signals(broker_rows: pa.Table, since: datetime | None = None) -> pa.
     raises UncleanLeaderElectionsPerSec on several nodes (seen on Kafka 4.4: +1 on two of
     three combined nodes for a single election, and on all three in the same second or
     one second apart). A broker that counts an election a window after the others does
-    not count it again (`unclean_claims`), so a window's value needs the broker rows of
-    the window before it.
+    not count it again (`unclean_elections`), so a window's value needs the broker rows
+    of the windows before it.
     """
     schema = arrow_schema("cluster_signals")
     if broker_rows.num_rows == 0:
         return schema.empty_table()
     skip_nulls = pc.ScalarAggregateOptions(skip_nulls=True, min_count=1)
     broker_rows = broker_rows.append_column("controller_claim", controller_claims(broker_rows))
-    broker_rows = broker_rows.append_column("unclean_claim", unclean_claims(broker_rows))
     grouped = broker_rows.group_by(KEYS, use_threads=False).aggregate([
         ("window_end", "max"), ([], "count_all"),
         ("offline_partitions_max", "max", skip_nulls),
         ("controller_claim", "sum", skip_nulls),
         ("under_min_isr_max", "sum", skip_nulls),
         ("under_replicated_max", "sum", skip_nulls),
-        ("unclean_claim", "max", skip_nulls),
     ])
     if since is not None:
         grouped = grouped.filter(pc.greater_equal(grouped["window_start"],
@@ -167,6 +188,6 @@ def cluster_signals(broker_rows: pa.Table, since: datetime | None = None) -> pa.
         "active_controllers": active,
         "under_min_isr_total": grouped["under_min_isr_max_sum"],
         "under_replicated_total": grouped["under_replicated_max_sum"],
-        "unclean_elections_increase": grouped["unclean_claim_max"],
+        "unclean_elections_increase": unclean_elections(broker_rows, grouped),
         "updated_at": pa.array([now] * grouped.num_rows, pa.timestamp("us", "UTC")),
     }).cast(schema)

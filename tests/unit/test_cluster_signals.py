@@ -68,9 +68,14 @@ def test_one_election_counted_by_controllers_on_either_side_of_a_window_boundary
     # in the next, which fell into the next window
     assert elections([{"1": 1, "2": 0, "3": 1}, {"1": 0, "2": 1, "3": 0},
                       {"1": 0, "2": 0, "3": 0}]) == [1.0, 0.0, 0.0]
-    # a lag carried on by a second late broker is still the same election
-    assert elections([{"1": 1, "2": 0, "3": 0}, {"1": 0, "2": 1, "3": 0},
-                      {"1": 0, "2": 0, "3": 1}]) == [1.0, 0.0, 0.0]
+
+
+def test_the_same_late_controller_twice_is_two_elections() -> None:
+    # scrape phases are fixed, so the same node is late every time
+    straddled = [{"1": 1, "2": 0, "3": 1}, {"1": 0, "2": 1, "3": 0}]
+    assert elections(straddled * 2) == [1.0, 0.0, 1.0, 0.0]
+    # the late node is the one that goes away next (a killed controller)
+    assert elections([*straddled, {"1": 1, "2": None, "3": 1}]) == [1.0, 0.0, 1.0]
 
 
 def test_elections_in_consecutive_windows_each_count() -> None:
@@ -79,10 +84,29 @@ def test_elections_in_consecutive_windows_each_count() -> None:
     assert elections([{"1": 2, "2": 1}, {"1": 1, "2": 2}]) == [2.0, 1.0]
 
 
-def test_a_broker_without_a_previous_window_is_not_discounted() -> None:
+def test_a_broker_without_a_previous_window_is_in_step() -> None:
     # broker 1 went dark after the first election; broker 2, new, sees the second
     assert elections([{"1": 1}, {"1": None, "2": 1}]) == [1.0, 1.0]
     assert elections([{"1": 1, "2": None}, {"1": 0, "2": 1}]) == [1.0, 1.0]
+
+
+def test_a_nan_increase_is_no_data() -> None:
+    nan = float("nan")
+    assert elections([{"1": nan, "2": 0}, {"1": 1, "2": 0}]) == [0.0, 1.0]
+    assert elections([{"1": nan}]) == [None]
+
+
+def test_a_broker_behind_for_good_is_back_in_step_after_quiet_windows() -> None:
+    # broker 2 was down for the first election and never counts it; once broker 1 is
+    # gone, the election broker 2 alone reports is still one
+    quiet = {"1": 0, "2": 0}
+    assert elections([{"1": 1, "2": 0}, quiet, quiet, {"1": None, "2": 1}]) == [
+        1.0, 0.0, 0.0, 1.0]
+    # a restarted controller that counts old elections again (its counter from zero):
+    # the next real election is still counted
+    assert elections([{"1": 0, "2": 0, "3": 0}, {"1": 0, "2": 0, "3": 0},
+                      {"1": 5, "2": 0, "3": 0}, {"1": 0, "2": 1, "3": 1}]) == [
+        0.0, 0.0, 5.0, 1.0]
 
 
 def controllers(rows: list[dict]) -> list[float | None]:
