@@ -92,12 +92,15 @@ def unclean_elections(broker_rows: pa.Table, keys: pa.Table) -> pa.Array:
 
     A broker is taken to be in step with the cluster whenever there is no telling it is
     not, so that an election is counted twice rather than missed: when first seen, when
-    back after a window without an increase, and after two windows in a row without one
-    (a broker that missed elections while it was down would otherwise stay behind for
-    good, and the next election it alone reports would be lost). Hence a controller that
-    counts an election more than a window after the others counts it again. The walk starts
-    at the first row handed in, everyone in step; since each quiet stretch puts the brokers
-    back in step, where it starts does not matter beyond a few windows.
+    back after a window without an increase, after two windows in a row without one, and
+    every broker after a window in which none counted (a broker that missed elections
+    while it was down would otherwise stay behind for good, and the next election it alone
+    reports would be lost). Hence a controller that counts an election more than a window
+    after the others counts it again. The walk starts at the first row handed in, everyone
+    in step; a window in which nobody counts puts everyone back in step, so where the walk
+    starts matters only through a run of windows each with a count (a storm of elections).
+    A controller restarted while elections happen may count old ones again (its counter
+    from zero): that moves a count a window early, as the plain max would add one.
     """
     values = pc.cast(broker_rows["unclean_elections_increase"], pa.float64())
     valid = broker_rows.filter(pc.fill_null(pc.invert(pc.is_nan(values)), False))
@@ -129,6 +132,8 @@ def unclean_elections(broker_rows: pa.Table, keys: pa.Table) -> pa.Array:
             counts[broker] += increase
         top = max(highest, *(counts[r[3]] for r in window))
         found[(cluster, start)] = top - highest
+        if all(r[4] == 0 for r in window):  # nobody counting: nobody is catching up
+            counts = dict.fromkeys(counts, top)
         for _, _, end, broker, increase in window:
             before = seen.get((cluster, broker))
             if (increase == 0 and before is not None and before[1] == 0

@@ -102,6 +102,13 @@ def test_a_broker_behind_for_good_is_back_in_step_after_quiet_windows() -> None:
     quiet = {"1": 0, "2": 0}
     assert elections([{"1": 1, "2": 0}, quiet, quiet, {"1": None, "2": 1}]) == [
         1.0, 0.0, 0.0, 1.0]
+    # broker 2 missed the first election and counts the second: a window in which nobody
+    # counts puts it back in step before the third, which it alone reports
+    assert elections([{"1": 1, "2": 0}, {"1": 1, "2": 1}, quiet, {"1": None, "2": 1}]) == [
+        1.0, 1.0, 0.0, 1.0]
+    # and where the walk starts does not matter past such a window
+    storm = [{"1": 1, "2": 0}] + [{"1": 1, "2": 1}, quiet] * 7 + [{"1": None, "2": 1}]
+    assert elections(storm)[-1] == elections(storm[1:])[-1] == 1.0
     # a restarted controller that counts old elections again (its counter from zero):
     # the next real election is still counted
     assert elections([{"1": 0, "2": 0, "3": 0}, {"1": 0, "2": 0, "3": 0},
