@@ -104,22 +104,16 @@ def unclean_elections(broker_rows: pa.Table, keys: pa.Table) -> pa.Array:
     """
     values = pc.cast(broker_rows["unclean_elections_increase"], pa.float64())
     valid = broker_rows.filter(pc.fill_null(pc.invert(pc.is_nan(values)), False))
+    reported = list(zip(valid["cluster"].to_pylist(), _micros(valid["window_start"]),
+                        _micros(valid["window_end"]), valid["broker"].to_pylist(),
+                        pc.cast(valid["unclean_elections_increase"], pa.float64()).to_pylist(),
+                        strict=True))
+    found: dict[tuple[str | None, int], float] = {(r[0], r[1]): 0.0 for r in reported}
     # A broker whose increases are all 0 never lifts the cluster's count, so only the others
     # are walked (in ZooKeeper mode every broker reports the meter, one of them the count)
-    reported = valid.group_by(KEYS, use_threads=False).aggregate([])
-    found: dict[tuple[str | None, int], float] = dict.fromkeys(zip(
-        reported["cluster"].to_pylist(), _micros(reported["window_start"]), strict=True), 0.0)
-    counting = valid.group_by(["cluster", "broker"], use_threads=False).aggregate(
-        [("unclean_elections_increase", "max")])
-    counting = counting.filter(pc.greater(counting["unclean_elections_increase_max"], 0))
-    unkeyed = pc.or_(pc.is_null(valid["cluster"]), pc.is_null(valid["broker"]))
-    valid = pa.concat_tables([valid.filter(unkeyed), valid.filter(pc.invert(unkeyed)).join(
-        counting.select(["cluster", "broker"]), ["cluster", "broker"], join_type="inner"
-    ).select(valid.column_names)])  # a join matches no null key: those rows all walk
-    rows = sorted(zip(valid["cluster"].to_pylist(), _micros(valid["window_start"]),
-                      _micros(valid["window_end"]), valid["broker"].to_pylist(),
-                      pc.cast(valid["unclean_elections_increase"], pa.float64()).to_pylist(),
-                      strict=True), key=lambda r: (r[0] is None, r[0] or "", r[1]))
+    counting = {(r[0], r[3]) for r in reported if r[4] > 0}
+    rows = sorted((r for r in reported if (r[0], r[3]) in counting),
+                  key=lambda r: (r[0] is None, r[0] or "", r[1]))
     state: dict[str | None, tuple[dict[str | None, float], float]] = {}
     seen: dict[tuple[str | None, str | None], tuple[int, float]] = {}  # last window, increase
     for (cluster, start), group in itertools.groupby(rows, key=lambda r: (r[0], r[1])):
@@ -159,9 +153,9 @@ def cluster_signals(broker_rows: pa.Table, since: datetime | None = None) -> pa.
     (a claim superseded inside the window counts 0: `controller_claims`).
     UnderMinIsrPartitionCount counts led partitions only, so the sum does not double count.
     A sum over brokers none of which reported the metric stays null ("no data"), not 0.
-    Unclean elections take the max over brokers, not the sum: under KRaft every controller
-    replays the metadata log and counts each unclean election it applies, so one election
-    raises UncleanLeaderElectionsPerSec on several nodes (seen on Kafka 4.4: +1 on two of
+    Unclean elections are not the sum over brokers: under KRaft every controller replays
+    the metadata log and counts each unclean election it applies, so one election raises
+    UncleanLeaderElectionsPerSec on several nodes (seen on Kafka 4.4: +1 on two of
     three combined nodes for a single election, and on all three in the same second or
     one second apart). A broker that counts an election a window after the others does
     not count it again (`unclean_elections`), so a window's value needs the broker rows
