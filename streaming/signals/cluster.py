@@ -90,17 +90,19 @@ def unclean_elections(broker_rows: pa.Table, keys: pa.Table) -> pa.Array:
     count and the cluster's (the highest of them): a window adds what lifts the highest
     count, and a broker catching up on elections the others counted adds nothing.
 
-    A broker is taken to be in step with the cluster whenever there is no telling it is
-    not, so that an election is counted twice rather than missed: when first seen, when
-    back after a window without an increase, after two windows in a row without one, and
-    every broker after a window in which none counted (a broker that missed elections
-    while it was down would otherwise stay behind for good, and the next election it alone
-    reports would be lost). Hence a controller that counts an election more than a window
-    after the others counts it again. The walk starts at the first row handed in, everyone
-    in step; a window in which nobody counts puts everyone back in step, so where the walk
-    starts matters only through a run of windows each with a count (a storm of elections).
-    A controller restarted while elections happen may count old ones again (its counter
-    from zero): that moves a count a window early, as the plain max would add one.
+    A controller is allowed one window to catch up: at the end of a window, a broker that
+    counted nothing in it is put in step with the cluster's count from before that window
+    (the elections of the window itself it may still count in the next one; a broker
+    quiet in the window of an election and in the one after missed it for good, for
+    instance while it was down). A broker is also in step when first seen and when back
+    after a window without a row. So a controller that counts an election more than a
+    window after the others counts it again, and a broker that missed elections never
+    holds back the next one it alone reports. The walk starts at the first row handed in,
+    everyone in step; a window in which nobody counts puts everyone back in step, so where
+    the walk starts matters only through a run of windows each with a count (a storm of
+    elections). A controller restarted while elections happen may count old ones again
+    (its counter from zero): those count at once, and the others' counts in the window
+    after are taken as catching up on them.
     """
     values = pc.cast(broker_rows["unclean_elections_increase"], pa.float64())
     valid = broker_rows.filter(pc.fill_null(pc.invert(pc.is_nan(values)), False))
@@ -115,25 +117,20 @@ def unclean_elections(broker_rows: pa.Table, keys: pa.Table) -> pa.Array:
     rows = sorted((r for r in reported if (r[0], r[3]) in counting),
                   key=lambda r: (r[0] is None, r[0] or "", r[1]))
     state: dict[str | None, tuple[dict[str | None, float], float]] = {}
-    seen: dict[tuple[str | None, str | None], tuple[int, float]] = {}  # last window, increase
+    seen: dict[tuple[str | None, str | None], int] = {}  # a broker's last window
     for (cluster, start), group in itertools.groupby(rows, key=lambda r: (r[0], r[1])):
         counts, highest = state.get(cluster, ({}, 0.0))
         window = list(group)
         for _, _, end, broker, increase in window:
-            before = seen.get((cluster, broker))
-            if before is None or before[0] != start - (end - start):
+            if seen.get((cluster, broker)) != start - (end - start):
                 counts[broker] = highest  # first seen, or back after a gap: in step
             counts[broker] += increase
+            seen[(cluster, broker)] = start
         top = max(highest, *(counts[r[3]] for r in window))
         found[(cluster, start)] = top - highest
-        if all(r[4] == 0 for r in window):  # nobody counting: nobody is catching up
-            counts = dict.fromkeys(counts, top)
-        for _, _, end, broker, increase in window:
-            before = seen.get((cluster, broker))
-            if (increase == 0 and before is not None and before[1] == 0
-                    and before[0] == start - (end - start)):
-                counts[broker] = top  # quiet for two windows: caught up
-            seen[(cluster, broker)] = (start, increase)
+        for _, _, _, broker, increase in window:
+            if increase == 0:  # its window to catch up on the elections before is over
+                counts[broker] = max(counts[broker], highest)
         state[cluster] = (counts, top)
     asked = zip(keys["cluster"].to_pylist(), _micros(keys["window_start"]), strict=True)
     return pa.array([found.get(key) for key in asked], pa.float64())
