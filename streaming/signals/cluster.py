@@ -100,9 +100,15 @@ def unclean_elections(broker_rows: pa.Table, keys: pa.Table) -> pa.Array:
     holds back the next one it alone reports. The walk starts at the first row handed in,
     everyone in step; a window in which nobody counts puts everyone back in step, so where
     the walk starts matters only through a run of windows each with a count (a storm of
-    elections). A controller restarted while elections happen may count old ones again
-    (its counter from zero): those count at once, and the others' counts in the window
-    after are taken as catching up on them.
+    elections). A count in the window after an election by a broker that counted nothing in
+    the election's window is taken as catching up, which it is under KRaft; it is a second
+    election lost from the cluster's count when only one node counts (ZooKeeper mode's
+    controller just failed over) or the nodes that counted the first died and the quiet
+    one alone reports the next. Likewise a controller restarted while elections happen may
+    count old ones again (its counter from zero): those count at once, and the others'
+    counts in the window after are taken as catching up on them. Paging reads each
+    broker's own increase (incidents.POSITIVE_BROKER_CONDITIONS, the alert rule on the
+    per-broker gauge), so none of these changes whether or when anyone is paged.
     """
     values = pc.cast(broker_rows["unclean_elections_increase"], pa.float64())
     valid = broker_rows.filter(pc.fill_null(pc.invert(pc.is_nan(values)), False))
@@ -129,7 +135,9 @@ def unclean_elections(broker_rows: pa.Table, keys: pa.Table) -> pa.Array:
         top = max(highest, *(counts[r[3]] for r in window))
         found[(cluster, start)] = top - highest
         for _, _, _, broker, increase in window:
-            if increase == 0:  # its window to catch up on the elections before is over
+            # its window to catch up on the elections before this one is over; those of
+            # this window (top - highest) it may still count in the next
+            if increase == 0:
                 counts[broker] = max(counts[broker], highest)
         state[cluster] = (counts, top)
     asked = zip(keys["cluster"].to_pylist(), _micros(keys["window_start"]), strict=True)
