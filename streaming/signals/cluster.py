@@ -71,7 +71,7 @@ def controller_unknown(broker_rows: pa.Table, keys: pa.Table) -> pa.Array:
     asked = list(zip(keys["cluster"].to_pylist(), _micros(keys["window_start"]), strict=True))
     unknown: set[tuple[str, int]] = set()
     claimed: dict[str, set[str]] = {}
-    for key in sorted({*reported, *asked}):
+    for key in sorted({*reported, *asked}, key=_in_window_order):
         cluster = key[0]
         if not claims[key] and not claimed.get(cluster, set()) <= reported[key]:
             unknown.add(key)
@@ -111,17 +111,17 @@ def unclean_elections(broker_rows: pa.Table, keys: pa.Table) -> pa.Array:
     per-broker gauge), so none of these changes whether or when anyone is paged.
     """
     values = pc.cast(broker_rows["unclean_elections_increase"], pa.float64())
-    valid = broker_rows.filter(pc.fill_null(pc.invert(pc.is_nan(values)), False))
+    is_number = pc.fill_null(pc.invert(pc.is_nan(values)), False)
+    valid = broker_rows.filter(is_number)
     reported = list(zip(valid["cluster"].to_pylist(), _micros(valid["window_start"]),
                         _micros(valid["window_end"]), valid["broker"].to_pylist(),
-                        pc.cast(valid["unclean_elections_increase"], pa.float64()).to_pylist(),
-                        strict=True))
+                        values.filter(is_number).to_pylist(), strict=True))
     found: dict[tuple[str | None, int], float] = {(r[0], r[1]): 0.0 for r in reported}
     # A broker whose increases are all 0 never lifts the cluster's count, so only the others
     # are walked (in ZooKeeper mode every broker reports the meter, one of them the count)
     counting = {(r[0], r[3]) for r in reported if r[4] > 0}
     rows = sorted((r for r in reported if (r[0], r[3]) in counting),
-                  key=lambda r: (r[0] is None, r[0] or "", r[1]))
+                  key=_in_window_order)
     state: dict[str | None, tuple[dict[str | None, float], float]] = {}
     seen: dict[tuple[str | None, str | None], int] = {}  # a broker's last window
     for (cluster, start), group in itertools.groupby(rows, key=lambda r: (r[0], r[1])):
@@ -144,6 +144,12 @@ def unclean_elections(broker_rows: pa.Table, keys: pa.Table) -> pa.Array:
     return pa.array([found.get(key) for key in asked], pa.float64())
 
 
+def _in_window_order(row: tuple) -> tuple[bool, str, int]:
+    """Sort key of a (cluster, window start µs, ...) tuple: per cluster, windows in order. A
+    null cluster sorts after the named ones instead of raising a TypeError against them."""
+    return row[0] is None, row[0] or "", row[1]
+
+
 def _micros(column: pa.ChunkedArray | pa.Array) -> list[int]:
     return pc.cast(column, pa.int64()).to_pylist()
 
@@ -156,7 +162,10 @@ def cluster_signals(broker_rows: pa.Table, since: datetime | None = None) -> pa.
 
     ActiveControllerCount is 1 only on the active controller (KRaft): the healthy sum is 1
     (a claim superseded inside the window counts 0: `controller_claims`).
-    UnderMinIsrPartitionCount counts led partitions only, so the sum does not double count.
+    UnderMinIsrPartitionCount counts led partitions only, so the sum of the brokers' maxima
+    counts a partition once, except one whose leadership moves inside the window while it
+    is under min ISR: both leaders' maxima hold it (the broker rows keep no per-partition
+    detail to tell). The window after counts it once again.
     A sum over brokers none of which reported the metric stays null ("no data"), not 0.
     Unclean elections are not the sum over brokers: under KRaft every controller replays
     the metadata log and counts each unclean election it applies, so one election raises

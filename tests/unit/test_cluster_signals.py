@@ -156,6 +156,17 @@ def test_a_controller_that_moved_or_was_lost_while_its_broker_reports_is_known()
     assert controllers(never) == [0.0], "no controller seen in the look-back: the sum"
 
 
+def test_a_table_holding_a_null_cluster_beside_named_ones_is_answered_per_cluster() -> None:
+    """No decoder emits a null cluster, but a table read back may hold one: it is a cluster
+    of its own, walked in window order like the others, not a comparison that raises."""
+    rows = [{"cluster": cluster} | row for cluster in ("c", None) for row in (
+        window(0, {"1": 1, "2": 0}) + window(1, {"2": 0}))]
+    got = {(r["cluster"], r["window_start"]): r["active_controllers"]
+           for r in cluster_signals(broker_rows(rows)).to_pylist()}
+    assert got == {(cluster, START + timedelta(minutes=i)): value for cluster in ("c", None)
+                   for i, value in enumerate([1.0, None])}
+
+
 def controller_bronze(claims: dict[str, list[tuple[int, float]]]) -> pa.Table:
     """ActiveControllerCount samples: broker -> [(seconds after START, value)]."""
     schema = arrow_schema("bronze")
