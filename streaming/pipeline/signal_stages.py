@@ -72,7 +72,8 @@ class SignalStages:
         self.timings: dict[str, float] = {}  # the running batch's
         self.push_failures_seen = alertpush.STATS.failures
         self.headroom = HeadroomTracker(config.clusters, tables["partition_headroom"].read)
-        self.open_windows = OpenWindows(config.signals)
+        self.open_windows = OpenWindows(config.signals,
+                                        config.quality.max_timestamp_skew_seconds)
 
     def touched(self, bronze: pa.Table) -> tuple[list[str], list[Span]]:
         """The clusters and window spans a batch's samples touched."""

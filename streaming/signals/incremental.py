@@ -52,11 +52,6 @@ from streaming.signals.broker import (
 from streaming.signals.segment_store import Key, SegmentStore
 
 LAST_COLUMNS = {f"{name}{part}" for name in LAST_SIGNALS for part in ("", "__ts", "__offset")}
-# How far behind its cluster's newest window (beyond the kept horizon) a broker's newest may
-# be and still count towards where the cluster's stream is: the default allowance for a
-# broker's clock (quality.max_timestamp_skew_seconds). A broker further behind has gone
-# dark or lags for good, and holding windows for it would grow without bound.
-LIVE_SPAN_SECONDS = 900
 
 
 def _micros(moment: datetime) -> int:
@@ -121,12 +116,17 @@ def _per_cluster(table: pa.Table, decide: Callable[[str | None, np.ndarray], np.
 class OpenWindows:
     """The recent windows' partials of every cluster seen at the head of its stream."""
 
-    def __init__(self, config: SignalsConfig) -> None:
+    def __init__(self, config: SignalsConfig, clock_skew_seconds: float = 900.0) -> None:
+        """`clock_skew_seconds`: how far behind its cluster's newest window (beyond the kept
+        horizon) a broker's newest may be and still count towards where the cluster's
+        stream is; the job passes the allowance for a broker's clock
+        (quality.max_timestamp_skew_seconds). A broker further behind has gone dark or lags
+        for good, and holding windows for it would grow without bound."""
         self.config = config
         self.width = config.window_seconds * 1_000_000
         # late samples up to the watermark land in held windows; older ones recompute
         self.keep = (config.watermark_seconds * 1_000_000 // self.width + 2) * self.width
-        self.live_span = self.keep + LIVE_SPAN_SECONDS * 1_000_000
+        self.live_span = self.keep + int(clock_skew_seconds * 1_000_000)
         self.lookback = config.counter_lookback_seconds * 1_000_000
         self.clear()
 

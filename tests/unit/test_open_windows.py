@@ -93,8 +93,11 @@ def as_bronze(rows: list[dict], offset: int) -> pa.Table:
     return pa.Table.from_pylist(full, schema=schema)
 
 
-def processor(root: Path, incremental: bool) -> BatchProcessor:
+def processor(root: Path, incremental: bool, clock_skew_seconds: float | None = None
+              ) -> BatchProcessor:
     config = Config()
+    if clock_skew_seconds is not None:
+        config.quality.max_timestamp_skew_seconds = clock_skew_seconds
     config.delta.path = str(root)
     config.signals.incremental = incremental
     config.signals.scrape_interval_seconds = 10
@@ -175,6 +178,27 @@ def test_most_batches_are_answered_from_held_windows(runs) -> None:
     # feeding them, so twice)
     assert sum(answered) >= len(answered) - 16
     assert not answered[0]
+
+
+def test_how_long_a_dark_broker_counts_follows_the_clock_skew_allowance(
+        tmp_path: Path) -> None:
+    """Two of three brokers stop, the one left goes on for 8 minutes. Within the clock-skew
+    allowance (quality.max_timestamp_skew_seconds) of the live one, the dark brokers may
+    still be a clock behind, so the cluster's horizon stays where they were last; past it
+    they no longer count. A 2-minute allowance lets go of them where the 15-minute default
+    still holds every window since."""
+    rng = random.Random(6)
+    sequence = [[row for broker in (("1", "2", "3") if step < 3 else ("1",))
+                 for row in scrape("east", broker, step * 60.0, step, rng)]
+                for step in range(12)]
+    held_windows = {}
+    for skew in (120.0, 900.0):
+        proc = processor(tmp_path / str(skew), True, clock_skew_seconds=skew)
+        feed(proc, sequence)
+        held = proc.stages.open_windows
+        held_windows[skew] = (len(held.held), held.keep // held.width)
+    short, default = held_windows[120.0], held_windows[900.0]
+    assert 0 < short[0] <= short[1] + 2 < default[0], held_windows
 
 
 def counter_and_gauge(broker: str, at: float, unclean: float) -> list[dict]:
