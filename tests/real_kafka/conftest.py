@@ -29,7 +29,9 @@ from streaming.testbed.truth import TruthSampler
 from tests.conftest import summary_section
 from tests.integration.helpers import running_job
 
-WINDOW = 10
+# 5 s windows of 1 s scrapes: a fault's stable window (tests/real_kafka/truth_checks.py)
+# comes within seconds, and elections straddle window boundaries more often than in 10 s ones
+WINDOW = 5
 NAMES = ("via-jolokia", "via-prometheus")
 ORDERS = "orders"
 METADATA_INTERVAL = 4  # seconds between Admin API polls (production: 30)
