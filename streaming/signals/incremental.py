@@ -116,7 +116,7 @@ def _per_cluster(table: pa.Table, decide: Callable[[str | None, np.ndarray], np.
 class OpenWindows:
     """The recent windows' partials of every cluster seen at the head of its stream."""
 
-    def __init__(self, config: SignalsConfig, clock_skew_seconds: float = 900.0) -> None:
+    def __init__(self, config: SignalsConfig, clock_skew_seconds: float) -> None:
         """`clock_skew_seconds`: how far behind its cluster's newest window (beyond the kept
         horizon) a broker's newest may be and still count towards where the cluster's
         stream is; the job passes the allowance for a broker's clock

@@ -46,7 +46,7 @@ import pyarrow as pa  # noqa: E402
 import pyarrow.compute as pc  # noqa: E402
 
 from streaming.catalog import load_catalog  # noqa: E402
-from streaming.config import SignalsConfig  # noqa: E402
+from streaming.config import QualityConfig, SignalsConfig  # noqa: E402
 from streaming.decode.packing import (  # noqa: E402
     GATHER_ROWS,
     gathered,
@@ -137,7 +137,7 @@ def held_window_step(samples: pa.Table, signals: SignalsConfig, batch_rows: int,
     first = signal_rows(batches[0]).select(SAMPLE_COLUMNS)
     first = first.filter(pc.is_valid(first["metric"]))
     partials, segments = signal_partials(prepared(first, signals), signals)
-    held = OpenWindows(signals)
+    held = OpenWindows(signals, QualityConfig().max_timestamp_skew_seconds)
     held.begin(0)
     held.seed(first, partials, segments,
               touched_spans(first["ts"], signals.window_seconds,
