@@ -165,7 +165,7 @@ def cluster_signals(broker_rows: pa.Table, since: datetime | None = None) -> pa.
     UnderMinIsrPartitionCount counts led partitions only, so the sum of the brokers' maxima
     counts a partition once, except one whose leadership moves inside the window while it
     is under min ISR: both leaders' maxima hold it (the broker rows keep no per-partition
-    detail to tell). The window after counts it once again.
+    detail to tell); in the window after, only its new leader counts it.
     A sum over brokers none of which reported the metric stays null ("no data"), not 0.
     Unclean elections are not the sum over brokers: under KRaft every controller replays
     the metadata log and counts each unclean election it applies, so one election raises
