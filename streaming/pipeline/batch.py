@@ -489,6 +489,12 @@ class BatchProcessor:
         if owed is None:
             return None
         if owed.app_id != self.app_id:
+            # Recomputing under this query is not safe: the writes' transaction version is
+            # the batch id, and another query's ids would mark this one's batches as done.
+            LOG.warning("the pending-signals marker names batch %d of another query (a new "
+                        "checkpoint): dropped; the signals of its %d window span(s) are "
+                        "recomputed from bronze only where new samples touch them",
+                        owed.batch_id, len(owed.spans))
             self.clear_pending()
             return None
         batch_id = owed.batch_id

@@ -296,6 +296,25 @@ def test_a_batch_whose_signals_were_pending_is_recomputed_on_restart(
                        names=("broker_signals", "cluster_signals", "incidents"))
 
 
+def test_a_marker_of_another_query_is_dropped_with_a_warning(tmp_path: Path, caplog) -> None:
+    """A new checkpoint (another query id) beside an old marker: nothing is recomputed
+    under the new query's transaction ids, and the operator is told what was dropped."""
+    marker = tmp_path / "checkpoint" / "pending.json"
+    marker.parent.mkdir()
+    bronze = as_bronze(batches()[0], 0)
+    old = processor(tmp_path / "tables", True)
+    old.set_app_id("old-query")
+    old.pending = PendingMarker(marker)
+    old.owe(Pending("old-query", 41, *old.stages.touched(bronze)))
+    new = processor(tmp_path / "tables", True)
+    new.set_app_id("new-query")
+    new.pending = PendingMarker(marker)
+    with caplog.at_level("WARNING", logger="kafka_health.batch"):
+        assert new.recover() is None
+    assert not marker.exists()
+    assert "batch 41 of another query" in caplog.text
+
+
 class PackedBatch:
     """What foreachBatch is handed, as far as the processor looks: toArrow() of packed blobs."""
 
