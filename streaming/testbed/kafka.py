@@ -46,8 +46,11 @@ FAST_FAULTS = {
     "replica.lag.time.max.ms": "3000",
     "replica.fetch.wait.max.ms": "200",
     "broker.heartbeat.interval.ms": "500",
-    # Above replica.lag.time.max.ms, so a frozen or crashed follower is dropped from the
-    # ISR by its leader (counted in IsrShrinksPerSec) before the controller fences it.
+    # Above replica.lag.time.max.ms, so that a leader may drop a frozen or crashed follower
+    # before the controller fences it. It does so only where the partition took writes
+    # meanwhile (a follower at the leader's log end counts as caught up however long it is
+    # silent: kafka.cluster.Replica.isCaughtUp); in the fault tests the controller's fencing
+    # removed every replica first (IsrShrinksPerSec increase 0, IsrExpandsPerSec 5-6 back).
     "broker.session.timeout.ms": "6000",
     "controller.quorum.election.timeout.ms": "1000",
     "controller.quorum.fetch.timeout.ms": "2000",
