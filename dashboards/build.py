@@ -677,7 +677,9 @@ def broker() -> dict:
         timeseries("ISR shrinks vs expands (per window)",
                    "ISR shrinks and expands in each window. Healthy: shrinks are followed by "
                    "as many expands (a replica fell behind and caught up). Bad: shrinks "
-                   "without expands, or a steady stream of both (flapping followers).",
+                   "without expands, or a steady stream of both (flapping followers). "
+                   "Expands alone follow a broker's restart: the controller took its "
+                   "replicas out of the ISR, which no broker counts as a shrink.",
                    [target(f"kafka_health_isr_shrinks_window_increase{{{CB}}}",
                            "{{broker}} shrinks", "A"),
                     target(f"kafka_health_isr_expands_window_increase{{{CB}}}",
@@ -851,7 +853,8 @@ def durability() -> dict:
         timeseries("ISR shrinks vs expands (per window, per cluster)",
                    "ISR shrinks and expands per window summed per cluster. Healthy: shrinks "
                    "matched by expands. Bad: shrinks without expands (replicas leave the ISR "
-                   "for good) or constant churn of both (flapping followers).",
+                   "for good) or constant churn of both (flapping followers). Expands alone "
+                   "follow a broker's restart (the controller's ISR removals count no shrink).",
                    [target("sum by (cluster) "
                            f"(kafka_health_isr_shrinks_window_increase{{{CB}}})",
                            "{{cluster}} shrinks", "A"),
