@@ -336,6 +336,11 @@ class DeltaConfig:
     # several, so on a short trigger this frees CPU for the read; gauges and pages never
     # wait for it. 0: a round as soon as a batch is handed over.
     signals_every_seconds: float = 2.0
+    # The same while the job catches up (its batches read up to source.max_offsets_per_
+    # trigger): behind the stream anyway, the Delta signals then trail by up to this much,
+    # and the CPU of the rounds saved goes to the read (whatever this says, at most
+    # streaming.pipeline.batch.MAX_OWED_BATCHES batches wait for a round).
+    signals_every_seconds_catching_up: float = 15.0
     # Days each table keeps (bronze by its date partition, quarantine by ingest_ts,
     # dq_results by evaluated_at); a table left out or null keeps everything.
     retention_days: dict[str, float | None] = field(default_factory=lambda: {
@@ -369,9 +374,10 @@ class DeltaConfig:
             if days is not None and not days > 0:
                 raise ConfigError(f"{path}.retention_days.{table}: must be > 0 days or null "
                                   "(keep everything)")
-        if not self.signals_every_seconds >= 0:
-            raise ConfigError(f"{path}.signals_every_seconds must be >= 0 (0: a round of "
-                              "signal writes as soon as a batch is handed over)")
+        for name in ("signals_every_seconds", "signals_every_seconds_catching_up"):
+            if not getattr(self, name) >= 0:
+                raise ConfigError(f"{path}.{name} must be >= 0 (0: a round of signal writes "
+                                  "as soon as a batch is handed over)")
         if not self.log_retention_minutes >= 1:
             raise ConfigError(f"{path}.log_retention_minutes must be >= 1 (minutes the "
                               "tables' Delta logs keep a commit)")

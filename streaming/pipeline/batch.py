@@ -52,6 +52,15 @@ LOG = logging.getLogger("kafka_health.batch")
 # How many batches the signals writer may owe before a batch waits for it: what the queued
 # batches hold in memory (their held rows and signal samples) stays bounded.
 MAX_OWED_BATCHES = 8
+# A batch of at least this share of source.max_offsets_per_trigger records is a catch-up's:
+# the Python source splits the cap over partitions rounding each share down, and offsets
+# of transaction markers or compacted records count against it without being records.
+CATCHING_UP_SHARE = 0.9
+
+
+def reads_at_cap(records: int, cap: int | None) -> bool:
+    """Whether a batch of `records` read about as many as `cap` lets a batch read."""
+    return cap is not None and records >= CATCHING_UP_SHARE * cap
 
 
 class PreviousBatchFailed(RuntimeError):
@@ -87,7 +96,9 @@ class BatchProcessor:
         # (delta-rs leaves the GIL while it encodes and writes).
         self.absorber = ThreadPoolExecutor(1, thread_name_prefix="kafka-health-absorb")
         self.writer = SignalsWriter(self.write_signals, self.signals_failed,
-                                    config.delta.signals_every_seconds)
+                                    config.delta.signals_every_seconds,
+                                    config.delta.signals_every_seconds_catching_up)
+        self.catching_up = False  # the newest batch read up to the source's cap
         self.owed: list[Pending] = []  # what the pending marker names, oldest first
         self.owed_lock = threading.Lock()  # the marker's writes, from either thread
         self._deferred_error: BaseException | None = None
@@ -304,13 +315,28 @@ class BatchProcessor:
         pending = Pending(self.app_id, batch_id, *touched)
         self.owe(pending)
         self.stages.page(held.to_pylist(), absorb_timings)
-        self.writer.submit(Owed(pending, held, rows, facts, absorb_timings))
+        self.writer.submit(Owed(pending, held, rows, facts, absorb_timings),
+                           self.is_catching_up(facts))
         if len(self.owed) > MAX_OWED_BATCHES:
             self.wait_deferred()
         if self.housekeeping_due(batch_id):  # never beside the writer's MERGEs
             self.wait_deferred()
             self.raise_if_signals_failed()
             self.housekeeping(batch_id, absorb_timings)
+
+    def is_catching_up(self, facts: BatchStats) -> bool:
+        """Whether the batch read about as many records as a batch may: the job is behind
+        the stream. Logged when that changes, with what it means for the Delta signals."""
+        catching_up = reads_at_cap(facts.records, self.config.source.max_offsets_per_trigger)
+        if catching_up and not self.catching_up:
+            LOG.info("batch %d read %d records, the source's cap: catching up; the Delta "
+                     "signals are written at most every %g s until it has", facts.batch_id,
+                     facts.records, self.config.delta.signals_every_seconds_catching_up)
+        elif self.catching_up and not catching_up:
+            LOG.info("batch %d: caught up with the stream; the Delta signals are written at "
+                     "most every %g s", facts.batch_id, self.config.delta.signals_every_seconds)
+        self.catching_up = catching_up
+        return catching_up
 
     def write_signals(self, group: list[Owed]) -> None:
         """The signals writer's round: the Delta signals of a group of batches, in one

@@ -12,6 +12,7 @@ batches it owes are named in the pending marker until they are written.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -48,19 +49,22 @@ def newest_rows(tables: list[pa.Table], keys: tuple[str, ...]) -> pa.Table:
 
 class SignalsWriter:
     """Runs `write(group)` on its own thread for groups of submitted batches, in order, a
-    round at most every `every` seconds (sooner while someone waits for it).
+    round at most every `every` seconds (sooner while someone waits for it), or every
+    `catching_up_every` while the newest batch submitted was one of a catch-up.
 
     When `write` raises, `failed(owed, error)` gets the group and every batch queued
     behind it, and the writer writes nothing more: those batches stay owed until the job
     recovers them from bronze (BatchProcessor.recover)."""
 
     def __init__(self, write: Callable[[list[Owed]], None],
-                 failed: Callable[[list[Owed], BaseException], None], every: float = 0.0
-                 ) -> None:
+                 failed: Callable[[list[Owed], BaseException], None], every: float = 0.0,
+                 catching_up_every: float | None = None) -> None:
         self._write = write
         self._failed = failed
         self._every = every
-        self._next_round = 0.0  # time.monotonic() of the earliest next round
+        self._catching_up_every = every if catching_up_every is None else catching_up_every
+        self._catching_up = False  # whether the newest batch submitted was a catch-up's
+        self._last_round = -math.inf  # time.monotonic() when the last round began
         self._waiters = 0
         self._queue: list[Owed] = []
         self._busy = False
@@ -68,9 +72,13 @@ class SignalsWriter:
         self._changed = threading.Condition()
         self._thread: threading.Thread | None = None
 
-    def submit(self, owed: Owed) -> None:
+    def submit(self, owed: Owed, catching_up: bool = False) -> None:
+        """Queue a batch; `catching_up`: it read as much as a batch may (the job is behind
+        the stream), so the next round may wait `catching_up_every`. A batch that is not
+        shortens the wait again at once."""
         with self._changed:
             self._queue.append(owed)
+            self._catching_up = catching_up
             self._changed.notify_all()
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="kafka-health-signals",
@@ -99,13 +107,14 @@ class SignalsWriter:
         while True:
             with self._changed:
                 while True:
-                    early = self._next_round - time.monotonic()
+                    every = self._catching_up_every if self._catching_up else self._every
+                    early = self._last_round + every - time.monotonic()
                     if self._queue and not self._stopped and (early <= 0 or self._waiters):
                         break
                     self._changed.wait(early if self._queue and early > 0 else None)
                 group, self._queue = self._queue, []
                 self._busy = True
-                self._next_round = time.monotonic() + self._every
+                self._last_round = time.monotonic()
             try:
                 self._write(group)
             except BaseException as err:  # the next batch (or the job's watch loop) raises it

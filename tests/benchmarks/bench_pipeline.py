@@ -36,6 +36,16 @@ With --fleet BROKERS PARTITIONS the topic holds that fleet's scrapes instead (e.
 brokers, 40,000 partitions: a scrape round is 129k samples, so 5 M samples span ten
 one-minute windows, a live stream's density, where the default fleet's 6 brokers pack about
 a hundred windows into each 250k batch), into pipeline-caps-fleet.json.
+
+    .venv/bin/python tests/benchmarks/bench_pipeline.py --catching-up-every 2 15 \
+        --messages 3000000
+runs (2) once per delta.signals_every_seconds_catching_up (how often the signals writer's
+round of Delta MERGEs may run while batches read up to the cap, as every batch of this
+catch-up does; 2 is delta.signals_every_seconds, the interval of a live stream),
+alternating RUNS times, in one Spark session, into
+tests/benchmarks/results/pipeline-catching-up.json: samples/s, the driver's CPU per
+sample, the seconds of the Delta signal steps, and whether the first round's tables are
+equal between the values.
 """
 
 from __future__ import annotations
@@ -77,6 +87,9 @@ RESULTS = Path(__file__).resolve().parent / "results" / "pipeline.json"
 ENGINE_RESULTS = RESULTS.with_name("pipeline-engines.json")
 WRITER_RESULTS = RESULTS.with_name("pipeline-writers.json")
 CAP_RESULTS = RESULTS.with_name("pipeline-caps.json")
+ROUND_RESULTS = RESULTS.with_name("pipeline-catching-up.json")
+# The steps of the signals writer's round (SignalStages.persist), as BatchStats times them.
+ROUND_STEPS = ("broker_signals_merge", "cluster_signals", "headroom", "incidents")
 PARTITIONS = 3
 
 
@@ -405,8 +418,13 @@ def main() -> None:
                              "batch), alternating, in one session, and the driver's CPU split "
                              "into a cost per batch and per sample; writes "
                              "results/pipeline-caps.json")
+    parser.add_argument("--catching-up-every", type=float, nargs="+", metavar="SECONDS",
+                        help="instead of the default job: the job once per "
+                             "delta.signals_every_seconds_catching_up, alternating, in one "
+                             "session; writes results/pipeline-catching-up.json")
     parser.add_argument("--rounds", type=int, default=2,
-                        help="with --writers or --caps: runs of each variant, alternating")
+                        help="with --writers, --caps or --catching-up-every: runs of each "
+                             "variant, alternating")
     parser.add_argument("--fleet", type=int, nargs=2, metavar=("BROKERS", "PARTITIONS"),
                         help="with --caps: the scrapes of a fleet of this many brokers and "
                              "partitions (replication factor 3) instead of the 6-broker one")
@@ -419,6 +437,9 @@ def main() -> None:
         return
     if args.caps:
         compare_caps(args)
+        return
+    if args.catching_up_every:
+        compare_signal_rounds(args)
         return
     with prefilled_topic(args.messages) as topic:
         broker, size, raw = topic.broker, topic.message_bytes, topic.raw
@@ -558,6 +579,45 @@ def compare_caps(args: argparse.Namespace) -> None:
           f"{split['per_sample_us']:.2f} us a sample (largest residual "
           f"{split['max_relative_residual']:.0%}); the driver's limit by cap: "
           + ", ".join(f"{int(c):,}: {v:,.0f} samples/s" for c, v in limits.items()))
+
+
+def compare_signal_rounds(args: argparse.Namespace) -> None:
+    """The job once per delta.signals_every_seconds_catching_up, alternating: what a longer
+    round of the Delta signals saves the driver over a catch-up, and that the tables come
+    out the same (the first round's runs are kept and compared with the first value's)."""
+    runs: list[dict[str, Any]] = []
+    kept = Path(tempfile.mkdtemp(prefix="kh-bench-rounds-"))
+    with prefilled_topic(args.messages) as topic, job_session(topic.broker.bootstrap) as spark:
+        size, raw = topic.message_bytes, topic.raw
+        for round_ in range(args.rounds):
+            for every in args.catching_up_every:
+                job = full_job(topic.broker.bootstrap, topic.name, args.messages, args.cap,
+                               trigger_seconds=args.trigger_seconds, spark=spark,
+                               environ={"KAFKA_HEALTH__DELTA__SIGNALS_EVERY_SECONDS_CATCHING_UP":
+                                        str(every)},
+                               keep=kept / str(every) if round_ == 0 else None)
+                delta_seconds = sum(job["step_seconds"].get(step, 0.0) for step in ROUND_STEPS)
+                runs.append({"signals_every_seconds_catching_up": every, **job,
+                             "driver_cpu_us_per_sample": round(driver_cpu(job), 2),
+                             "round_steps_seconds": round(delta_seconds, 2)})
+                print(f"  every {every:>5} s {job['samples_per_s']:>9,.0f} samples/s "
+                      f"({job['samples_per_s'] / raw['samples_per_s']:.0%} of raw), driver "
+                      f"{driver_cpu(job):.2f} CPU us a sample (Python "
+                      f"{job['cpu_us_per_sample_by_role'].get('driver-python', 0.0):.2f}), "
+                      f"Delta signal steps {delta_seconds:.2f} s", flush=True)
+    first = str(args.catching_up_every[0])
+    tables = {str(every): same_tables(kept / str(every) / "delta", kept / first / "delta")
+              for every in args.catching_up_every[1:]}
+    shutil.rmtree(kept, ignore_errors=True)
+    result = {"messages": args.messages, "message_bytes_avg": size, "cap": args.cap,
+              "raw": raw, "round_steps": list(ROUND_STEPS), "tables_against_" + first: tables,
+              "runs": runs}
+    ROUND_RESULTS.write_text(json.dumps(result, indent=2))
+    print(f"{args.messages} single-sample Jolokia messages, {size:.0f} B each, {args.cap} a "
+          f"batch; raw consume+decode {raw['samples_per_s']:,.0f} samples/s")
+    for every, same in tables.items():
+        print(f"tables of the first round, every {every} s against every {first} s: "
+              f"{'equal' if same['equal'] else 'DIFFERENT: ' + same['difference']}")
 
 
 def same_tables(got: Path, want: Path) -> dict[str, Any]:

@@ -101,8 +101,10 @@ def crash_and_recover(endpoint: str, broker, topic: str, tmp_path, expected: int
         return config_file(
             tmp_path / name, broker.bootstrap, topic, max_offsets=per_trigger,
             spark={"checkpoint": f"s3a://{BUCKET}/crashed/checkpoint"},
+            # Every batch here reads up to the cap: signal rounds as often as a live
+            # stream's, so that the failpoints counted in rounds come before the topic's end.
             delta={"path": f"s3://{BUCKET}/crashed/delta", "storage_options": options,
-                   "bronze_writers": "read_tasks",
+                   "bronze_writers": "read_tasks", "signals_every_seconds_catching_up": 2,
                    "storage_secrets": {"AWS_SECRET_ACCESS_KEY": {"env": "KH_TEST_S3_SECRET"}}})
 
     config = crashed_config("crashed", PER_TRIGGER)

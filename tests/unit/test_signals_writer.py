@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 import pyarrow as pa
 import pytest
 
+from streaming.pipeline.batch import reads_at_cap
 from streaming.pipeline.recovery import Pending
 from streaming.pipeline.signals_writer import Owed, SignalsWriter, newest_rows
 from streaming.pipeline.stats import BatchStats
@@ -93,3 +94,27 @@ def test_rounds_are_paced_but_a_waiter_gets_one_at_once() -> None:
     writer.submit(owed(2))
     writer.wait()  # 600 s early
     assert groups == [[0], [1, 2]]
+
+
+def test_a_catch_up_paces_rounds_longer_until_a_batch_that_is_not_one() -> None:
+    """While the batches handed over are a catch-up's, the rounds wait `catching_up_every`;
+    the first batch that is not one ends the wait for everything queued."""
+    groups: list[list[int]] = []
+    writer = SignalsWriter(lambda group: groups.append([o.pending.batch_id for o in group]),
+                           lambda group, err: None, every=0.0, catching_up_every=600.0)
+    writer.submit(owed(0), catching_up=True)
+    wait_for(lambda: groups == [[0]], 10, "the first round")
+    writer.submit(owed(1), catching_up=True)
+    writer.submit(owed(2), catching_up=True)
+    writer.submit(owed(3))
+    wait_for(lambda: len(groups) == 2, 10, "the round after the catch-up")
+    assert groups == [[0], [1, 2, 3]]
+
+
+def test_a_batch_read_up_to_the_cap_is_a_catch_up() -> None:
+    cap = 250_000
+    # the Python source's split of the cap over three partitions' backlogs, rounded down
+    split = sum(int(cap * backlog / 3_000_001) for backlog in (1_000_000, 1_000_000, 1_000_001))
+    assert split < cap and reads_at_cap(split, cap)
+    assert not reads_at_cap(cap // 2, cap)
+    assert not reads_at_cap(10 ** 9, None)  # no cap: every batch reads what there is
