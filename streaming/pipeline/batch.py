@@ -50,7 +50,9 @@ from streaming.sinks.task_files import (
 
 LOG = logging.getLogger("kafka_health.batch")
 # How many batches the signals writer may owe before a batch waits for it: what the queued
-# batches hold in memory (their held rows and signal samples) stays bounded.
+# batches hold in memory (their held rows and signal samples) stays bounded. The writer
+# starts a round by itself once that many are queued, a batch before one would have to
+# wait, so that a catch-up's batches seldom wait.
 MAX_OWED_BATCHES = 8
 # A batch of at least this share of source.max_offsets_per_trigger records is a catch-up's:
 # the Python source splits the cap over partitions rounding each share down, and offsets
@@ -97,7 +99,8 @@ class BatchProcessor:
         self.absorber = ThreadPoolExecutor(1, thread_name_prefix="kafka-health-absorb")
         self.writer = SignalsWriter(self.write_signals, self.signals_failed,
                                     config.delta.signals_every_seconds,
-                                    config.delta.signals_every_seconds_catching_up)
+                                    config.delta.signals_every_seconds_catching_up,
+                                    group=MAX_OWED_BATCHES)
         self.catching_up = False  # the newest batch read up to the source's cap
         self.owed: list[Pending] = []  # what the pending marker names, oldest first
         self.owed_lock = threading.Lock()  # the marker's writes, from either thread

@@ -49,8 +49,10 @@ def newest_rows(tables: list[pa.Table], keys: tuple[str, ...]) -> pa.Table:
 
 class SignalsWriter:
     """Runs `write(group)` on its own thread for groups of submitted batches, in order, a
-    round at most every `every` seconds (sooner while someone waits for it), or every
-    `catching_up_every` while the newest batch submitted was one of a catch-up.
+    round at most every `every` seconds, or every `catching_up_every` while the newest
+    batch submitted was one of a catch-up; sooner while someone waits for it, or once
+    `group` batches are queued (so that a caller that bounds the batches it owes seldom
+    has to wait for a round).
 
     When `write` raises, `failed(owed, error)` gets the group and every batch queued
     behind it, and the writer writes nothing more: those batches stay owed until the job
@@ -58,9 +60,10 @@ class SignalsWriter:
 
     def __init__(self, write: Callable[[list[Owed]], None],
                  failed: Callable[[list[Owed], BaseException], None], every: float = 0.0,
-                 catching_up_every: float | None = None) -> None:
+                 catching_up_every: float | None = None, group: int | None = None) -> None:
         self._write = write
         self._failed = failed
+        self._group = group
         self._every = every
         self._catching_up_every = every if catching_up_every is None else catching_up_every
         self._catching_up = False  # whether the newest batch submitted was a catch-up's
@@ -109,7 +112,9 @@ class SignalsWriter:
                 while True:
                     every = self._catching_up_every if self._catching_up else self._every
                     early = self._last_round + every - time.monotonic()
-                    if self._queue and not self._stopped and (early <= 0 or self._waiters):
+                    full = self._group is not None and len(self._queue) >= self._group
+                    if self._queue and not self._stopped and (early <= 0 or self._waiters
+                                                              or full):
                         break
                     self._changed.wait(early if self._queue and early > 0 else None)
                 group, self._queue = self._queue, []

@@ -118,3 +118,15 @@ def test_a_batch_read_up_to_the_cap_is_a_catch_up() -> None:
     assert split < cap and reads_at_cap(split, cap)
     assert not reads_at_cap(cap // 2, cap)
     assert not reads_at_cap(10 ** 9, None)  # no cap: every batch reads what there is
+
+
+def test_a_full_group_starts_a_round_before_the_interval() -> None:
+    groups: list[list[int]] = []
+    writer = SignalsWriter(lambda group: groups.append([o.pending.batch_id for o in group]),
+                           lambda group, err: None, every=600.0, group=3)
+    writer.submit(owed(0))
+    wait_for(lambda: groups == [[0]], 10, "the first round")
+    for batch_id in (1, 2, 3):
+        writer.submit(owed(batch_id))
+    wait_for(lambda: len(groups) == 2, 10, "the round of a full group")
+    assert groups == [[0], [1, 2, 3]]
