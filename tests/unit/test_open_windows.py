@@ -389,7 +389,7 @@ class HeldBackWriter:
     def __init__(self, write) -> None:  # noqa: ANN001
         self.write, self.queue, self.groups = write, [], []
 
-    def submit(self, owed) -> None:  # noqa: ANN001
+    def submit(self, owed, catching_up: bool = False) -> None:  # noqa: ANN001
         self.queue.append(owed)
 
     def wait(self) -> None:  # a recomputation or housekeeping waits for everything owed
