@@ -81,7 +81,11 @@ from streaming.simulate.model import ClusterModel  # noqa: E402
 from streaming.simulate.samples import broker_samples  # noqa: E402
 from streaming.source.kafka_python import CHUNK, KafkaStreamReader, reader_config  # noqa: E402
 from streaming.testbed.kafka import create_topic, metrics_cluster  # noqa: E402
-from tests.benchmarks.proctree import job_cpu_seconds, tree_cpu_seconds  # noqa: E402
+from tests.benchmarks.proctree import (  # noqa: E402
+    driver_us,
+    job_cpu_seconds,
+    tree_cpu_seconds,
+)
 
 RESULTS = Path(__file__).resolve().parent / "results" / "pipeline.json"
 ENGINE_RESULTS = RESULTS.with_name("pipeline-engines.json")
@@ -483,10 +487,9 @@ def compare_engines(args: argparse.Namespace) -> None:
 
 
 def driver_cpu(job: dict[str, Any]) -> float:
-    """CPU µs a sample of the driver's Python and its JVM (proctree.role_of; on local[N]
-    the executors' task threads run in that JVM too, so this is an upper bound)."""
-    per = job["cpu_us_per_sample_by_role"]
-    return per.get("driver-python", 0.0) + per.get("driver-jvm", 0.0)
+    """CPU µs a sample of the driver (proctree.driver_us; on local[N] the executors' task
+    threads run in its JVM too, so this is an upper bound)."""
+    return driver_us(job["cpu_us_per_sample_by_role"])
 
 
 def compare_writers(args: argparse.Namespace) -> None:

@@ -21,7 +21,8 @@ read_tasks: the executors write bronze and send partials).
 Each process's CPU a sample (tests/benchmarks/proctree.role_of: the driver's Python and
 JVM, the executor JVMs, their Python workers, the cluster's daemons, the broker) gives the
 projection: one executor core does 1 / (executor JVM + Python worker CPU a sample)
-samples/s, the driver at most 1 / (its Python + JVM CPU a sample), so N executors reach
+samples/s, the driver at most 1 / (its Python, its JVM and the Python processes that plan
+the source for it, CPU a sample), so N executors reach
 min(N x the first, the second). The driver's JVM lives as long as this process, so the
 first run pays its JIT and class loading; `--warmup` runs the job once on 1 executor
 before the measured runs, so that both find it warm (a long-running job's state), and
@@ -54,6 +55,7 @@ from tests.benchmarks.bench_pipeline import (  # noqa: E402
     prefill,
     single_sample_stream,
 )
+from tests.benchmarks.proctree import driver_us  # noqa: E402
 from tests.spark_cluster import StandaloneCluster, driver_ui_conf, executors  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "scaleout.json"
@@ -140,7 +142,7 @@ def main() -> None:
             "cpu_us_per_sample_by_role": warmup["cpu_us_per_sample_by_role"]},
         "executors_1": one, "executors_2": two, "ratio": ratio,
         "driver_us_per_sample_by_run": {
-            name: round(driver_us(run), 2) for name, run in
+            name: round(driver_us(run["cpu_us_per_sample_by_role"]), 2) for name, run in
             (("warmup", warmup), ("executors_1", one), ("executors_2", two)) if run},
         "projection": projection(two),
     }
@@ -158,19 +160,13 @@ def main() -> None:
     print(json.dumps(result["projection"], indent=2))
 
 
-def driver_us(run: dict[str, Any]) -> float:
-    """The driver's CPU a sample: its Python plus its JVM."""
-    per = run["cpu_us_per_sample_by_role"]
-    return per.get("driver-python", 0.0) + per.get("driver-jvm", 0.0)
-
-
 def projection(run: dict[str, Any]) -> dict[str, Any]:
     """Per-executor-core and driver limits from each process's CPU a sample, and the
     projected samples/s for N executors (see the module docstring)."""
     per = run["cpu_us_per_sample_by_role"]
     executors = len(run["observed"]["executors"])
     executor_us = (per.get("executor-jvm", 0.0) + per.get("python-worker", 0.0)) / executors
-    driver = driver_us(run)
+    driver = driver_us(per)
     core_rate = 1e6 / executor_us if executor_us > 0 else float("inf")
     driver_rate = 1e6 / driver if driver > 0 else float("inf")
     return {"cpu_us_per_sample": per, "executor_core_us_per_sample": round(executor_us, 2),

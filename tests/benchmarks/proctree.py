@@ -20,7 +20,7 @@ import platform
 import re
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -44,6 +44,9 @@ class Process:
     rss_mb: float  # 0 for a process in its parent's address space (counted there)
     cpu_seconds: float  # user + system, its reaped children's included
     cmdline: str = ""
+    ppid: int = 0
+    started: int = 0  # clock ticks after boot: with pid, names one process for good
+    reaped_cpu_seconds: float = 0.0  # the part of cpu_seconds its reaped children used
 
 
 def kind_of(cmdline: str) -> str:
@@ -51,11 +54,22 @@ def kind_of(cmdline: str) -> str:
             else "python-worker" if "pyspark" in cmdline else "python-driver")
 
 
+# Python processes the driver's JVM runs to plan a Python data source: the streaming
+# source's runner (latestOffset, partitions and commit, every batch) and the daemons that
+# look the source up, create it and plan its read (stopped after the first batch).
+PLANNER_MODULES = ("pyspark.sql.streaming.python_streaming_source_runner",
+                   "pyspark.sql.worker.")
+DRIVER_ROLES = ("driver-python", "driver-jvm", "driver-planner")
+
+
 def role_of(process: Process, root_pid: int) -> str:
-    """A finer kind for the scale-out figures: the driver's Python and JVM, executor JVMs,
-    a standalone cluster's master and worker daemons, Python workers, the broker."""
+    """A finer kind for the scale-out figures: the driver's Python and JVM, the Python
+    processes planning the source for the driver, executor JVMs, a standalone cluster's
+    master and worker daemons, Python workers, the broker."""
     if process.pid == root_pid:
         return "driver-python"
+    if process.kind == "python-worker" and any(m in process.cmdline for m in PLANNER_MODULES):
+        return "driver-planner"
     if process.kind != "jvm":
         return process.kind
     if "CoarseGrainedExecutorBackend" in process.cmdline:
@@ -63,6 +77,12 @@ def role_of(process: Process, root_pid: int) -> str:
     if "deploy.master.Master" in process.cmdline or "deploy.worker.Worker" in process.cmdline:
         return "spark-daemon"
     return "driver-jvm"  # local[N]: the executors' task threads run in it too
+
+
+def driver_us(per_role: dict[str, float]) -> float:
+    """The driver's CPU (a sample, or in all) from figures per role_of: its Python, its
+    JVM and the Python processes that plan the source for it."""
+    return sum(per_role.get(role, 0.0) for role in DRIVER_ROLES)
 
 
 # Where the watching thread's own CPU is reported, apart from the job's and its total.
@@ -78,7 +98,7 @@ def job_cpu_seconds(root_pid: int) -> tuple[dict[str, float], dict[str, float]]:
     thread's polling of the query's progress and its readings of /proc (every process on
     the machine) are the measurement's, not the job's. It is kept apart under WATCHER."""
     watcher = time.thread_time()
-    processes = process_tree(root_pid)
+    processes = _ledger(root_pid).read()
     kinds = _totals((p.kind, p.cpu_seconds) for p in processes)
     roles = _totals((role_of(p, root_pid), p.cpu_seconds) for p in processes)
     for figures, driver in ((kinds, "python-driver"), (roles, "driver-python")):
@@ -86,6 +106,54 @@ def job_cpu_seconds(root_pid: int) -> tuple[dict[str, float], dict[str, float]]:
         figures["total"] -= watcher
         figures[WATCHER] = watcher
     return kinds, roles
+
+
+class CpuLedger:
+    """The processes of a tree across readings, each one's CPU kept under its own kind and
+    role after it exits.
+
+    Why: a process's CPU in /proc includes what its reaped children used (cutime), and a
+    child that exits leaves the tree. Between two readings, then, an exiting child's CPU
+    would move from its own figure to its parent's: Spark's planning daemons (Python, seconds
+    of start-up CPU, stopped by the job after its first batch) came out as the driver JVM's
+    CPU within a span timed from that batch's end. The ledger keeps an exited process at its
+    last reading, and takes from its parent's reaped CPU what such children explain (at most
+    what the parent's reaped CPU grew by); the rest, children too short-lived for any
+    reading to see (the JVM's chmod and jspawnhelper), stays the parent's."""
+
+    def __init__(self, root_pid: int) -> None:
+        self.root_pid = root_pid
+        self.live: dict[tuple[int, int], Process] = {}
+        self.gone: dict[tuple[int, int], Process] = {}
+        self.explained: dict[tuple[int, int], float] = {}  # reaped CPU owed to gone children
+
+    def read(self) -> list[Process]:
+        """The tree now with every process that left it since the first reading; each
+        process's cpu_seconds without the reaped CPU of children listed apart."""
+        now = {(p.pid, p.started): p for p in process_tree(self.root_pid)}
+        exited = [p for key, p in self.live.items() if key not in now]
+        by_parent: dict[int, float] = {}
+        for child in exited:
+            by_parent[child.ppid] = by_parent.get(child.ppid, 0.0) + child.cpu_seconds
+            self.gone[(child.pid, child.started)] = child
+        for key, process in now.items():
+            before = self.live.get(key)
+            if process.pid in by_parent and before is not None:
+                grew = process.reaped_cpu_seconds - before.reaped_cpu_seconds
+                self.explained[key] = (self.explained.get(key, 0.0)
+                                       + min(max(grew, 0.0), by_parent[process.pid]))
+        self.live = now
+        return [*(replace(p, cpu_seconds=p.cpu_seconds - self.explained.get(key, 0.0))
+                  for key, p in now.items()), *self.gone.values()]
+
+
+_LEDGERS: dict[int, CpuLedger] = {}
+
+
+def _ledger(root_pid: int) -> CpuLedger:
+    """One ledger per root for the life of the process: every reading of a benchmark's
+    runs goes through it, so a figure's two ends agree on who exited when."""
+    return _LEDGERS.setdefault(root_pid, CpuLedger(root_pid))
 
 
 def _totals(pairs: Iterable[tuple[str, float]]) -> dict[str, float]:
@@ -118,7 +186,9 @@ def process_tree(root_pid: int) -> list[Process]:
         match = re.search(r"VmRSS:\s+(\d+) kB", status)
         rss_mb = int(match.group(1)) / 1024 if match and not shared else 0.0
         found[pid] = Process(pid, kind_of(cmdline), rss_mb,
-                             sum(int(stat[i]) for i in (11, 12, 13, 14)) / TICKS, cmdline)
+                             sum(int(stat[i]) for i in (11, 12, 13, 14)) / TICKS, cmdline,
+                             ppid=int(stat[1]), started=int(stat[19]),
+                             reaped_cpu_seconds=(int(stat[13]) + int(stat[14])) / TICKS)
     out, stack = [], [root_pid]
     while stack:
         pid = stack.pop()

@@ -75,3 +75,30 @@ def test_roles_tell_the_driver_from_the_executors_and_the_cluster_daemons() -> N
         "spark-daemon")
     assert role_of(Process(9, "python-worker", 0.0, 0.0, "python -m pyspark.daemon"),
                    root) == "python-worker"
+
+
+def test_a_child_that_exits_keeps_its_cpu_and_its_parent_does_not_take_it() -> None:
+    """Spark's planning daemons are the driver JVM's children, counted apart while they
+    live; once they exit, /proc adds their CPU to the JVM's (cutime). A span timed across
+    their exit must not count it as the JVM's, nor count it twice."""
+    from tests.benchmarks.proctree import CpuLedger
+
+    ledger = CpuLedger(os.getpid())
+    child = subprocess.Popen([sys.executable, "-c",
+                              "import time\nend = time.process_time() + 0.6\n"
+                              "while time.process_time() < end: pass\n"
+                              "time.sleep(30)"])
+    try:
+        deadline = time.time() + 30
+        seen = 0.0
+        while seen < 0.6 and time.time() < deadline:
+            seen = next((p.cpu_seconds for p in ledger.read() if p.pid == child.pid), 0.0)
+            time.sleep(0.05)
+        assert seen >= 0.6
+        before = {p.pid: p.cpu_seconds for p in ledger.read()}
+    finally:
+        child.kill()
+        child.wait()  # reaped: its CPU is now in this process's cutime
+    after = {p.pid: p.cpu_seconds for p in ledger.read()}
+    assert after[child.pid] == pytest.approx(before[child.pid])
+    assert after[os.getpid()] - before[os.getpid()] < 0.3  # this thread's own reading, no more
