@@ -44,6 +44,9 @@ BROKER_COLUMNS = {
     "kafka_health_open_file_descriptors": "open_fds_last",
     "kafka_health_max_file_descriptors": "max_fds_last",
 }
+# Every column of a broker_signals row that update_brokers reads (it reads rows as dicts).
+BROKER_ROW_COLUMNS = ("cluster", "broker", "window_start", "window_end", "last_sample_ts",
+                      "unclean_elections_increase", *BROKER_COLUMNS.values())
 # Data loss must survive the scrape: the newest window's increase alone can be > 0 for
 # less than a scrape interval (an election in a window's last seconds, the next window's
 # row arriving a moment later) or never be exported at all (both windows in one batch).

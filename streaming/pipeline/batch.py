@@ -31,7 +31,11 @@ from streaming.exporter import Exporter
 from streaming.metadata.board import CauseBoard
 from streaming.pipeline.identity_warning import DefaultedIdentity, defaulted_per_topic
 from streaming.pipeline.recovery import Pending, PendingMarker, owed_together
-from streaming.pipeline.signal_stages import PERSIST_ROW_COLUMNS, SignalStages
+from streaming.pipeline.signal_stages import (
+    PAGE_ROW_COLUMNS,
+    PERSIST_ROW_COLUMNS,
+    SignalStages,
+)
 from streaming.pipeline.signals_writer import Owed, SignalsWriter, newest_rows
 from streaming.pipeline.stats import BatchStats, stopwatch
 from streaming.pipeline.tables import compact, open_tables
@@ -317,7 +321,7 @@ class BatchProcessor:
             return
         pending = Pending(self.app_id, batch_id, *touched)
         self.owe(pending)
-        self.stages.page(held.to_pylist(), absorb_timings)
+        self.stages.page(held.select(PAGE_ROW_COLUMNS).to_pylist(), absorb_timings)
         self.writer.submit(Owed(pending, held, rows, facts, absorb_timings),
                            self.is_catching_up(facts))
         if len(self.owed) > MAX_OWED_BATCHES:

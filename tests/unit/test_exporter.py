@@ -227,3 +227,39 @@ def test_an_unknown_controller_count_is_exported_as_no_series_not_zero():
     assert get("kafka_health_brokers_reporting", {"cluster": "c1"}) == 2.0
     exporter.update_clusters([cluster(2, 0.0)])
     assert get("kafka_health_active_controllers", {"cluster": "c1"}) == 0.0
+
+
+def test_the_batch_paging_step_reads_only_the_columns_it_hands_over():
+    """The batch step pages from broker_signals rows cut to PAGE_ROW_COLUMNS: a column the
+    exporter or the direct push reads and the cut left out would read as None, silently
+    (a gauge never set, an incident never pushed)."""
+    import pyarrow as pa
+
+    from streaming.alertpush import opened_in_signals
+    from streaming.pipeline.signal_stages import PAGE_ROW_COLUMNS
+    from streaming.schemas import arrow_schema
+
+    schema = arrow_schema("broker_signals")
+    now = datetime.now(UTC).replace(second=0, microsecond=0)
+    rows = []
+    for minute, broker in ((-2, "1"), (-1, "1"), (-1, "2")):
+        start = now + timedelta(minutes=minute)
+        full: dict[str, Any] = {}
+        for position, field in enumerate(schema):
+            if pa.types.is_timestamp(field.type):
+                full[field.name] = start + timedelta(seconds=position % 60)
+            elif pa.types.is_string(field.type):
+                full[field.name] = f"{field.name}-{minute}"
+            elif pa.types.is_integer(field.type) or pa.types.is_floating(field.type):
+                full[field.name] = float(position + 1 - minute)
+        full.update({"cluster": "c1", "broker": broker, "window_start": start,
+                     "window_end": start + timedelta(minutes=1)})
+        rows.append(full)
+    table = pa.Table.from_pylist(rows, schema=schema)
+    whole, cut = Exporter(), Exporter()
+    whole.update_brokers(table.to_pylist())
+    cut.update_brokers(table.select(PAGE_ROW_COLUMNS).to_pylist())
+    assert samples(cut) == samples(whole)
+    assert len(samples(whole)) > 10
+    pushed = opened_in_signals(table.to_pylist(), 600)
+    assert pushed and opened_in_signals(table.select(PAGE_ROW_COLUMNS).to_pylist(), 600) == pushed
