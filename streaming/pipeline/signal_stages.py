@@ -56,7 +56,7 @@ PERSIST_ROW_COLUMNS = ["cluster", "broker", "window_start", "last_sample_ts",
 
 # The broker row columns page() reads from its dicts: the exporter's and the direct push's
 # (alertpush.opened_in_signals). A catch-up batch answers for about a hundred windows a
-# broker, and its rows as dicts of every column were a tenth of the driver's Python.
+# broker, and its rows as dicts of every column cost a tenth of the driver's Python.
 PAGE_ROW_COLUMNS = list(dict.fromkeys([*BROKER_ROW_COLUMNS,
                                        *POSITIVE_BROKER_CONDITIONS.values()]))
 

@@ -115,8 +115,8 @@ class CpuLedger:
     Why: a process's CPU in /proc includes what its reaped children used (cutime), and a
     child that exits leaves the tree. Between two readings, then, an exiting child's CPU
     would move from its own figure to its parent's: Spark's planning daemons (Python, seconds
-    of start-up CPU, stopped by the job after its first batch) came out as the driver JVM's
-    CPU within a span timed from that batch's end. The ledger keeps an exited process at its
+    of start-up CPU, stopped by the job after its first batch) would count as the driver
+    JVM's CPU within a span timed from that batch's end. The ledger keeps an exited process at its
     last reading, and takes from its parent's reaped CPU what such children explain (at most
     what the parent's reaped CPU grew by); the rest, children too short-lived for any
     reading to see (the JVM's chmod and jspawnhelper), stays the parent's."""
