@@ -22,6 +22,7 @@ import logging
 import threading
 import time
 import urllib.request
+from collections import deque
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -126,6 +127,9 @@ class Shipper:
                                   "logger": kafka_logger()})
         self.body = orjson.dumps(jolokia_requests())
         self.errors: dict[str, str] = {}
+        # (stamp, seconds) of each jmx_exporter scrape: how long after the timestamp its
+        # samples carry the exporter read them (bounded: a day of 1 s scrapes of 5 brokers)
+        self.reading_lags: deque[tuple[float, float]] = deque(maxlen=500_000)
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
 
@@ -140,11 +144,15 @@ class Shipper:
                                    key=f"{self.cluster}/{target.broker}".encode())
         if self.prometheus_topic and target.jmx_exporter_url:
             url = target.jmx_exporter_url
-            produced += self._ship(
-                target, "jmx_exporter",
-                lambda: prometheus_adapter_records(_get(url).decode(), self.cluster,
-                                                   target.broker, url.split("/")[2], now),
-                self.prometheus_topic, key=None)
+            stamp = float(int(now))  # what prometheus_adapter_records writes
+
+            def scrape() -> list[bytes]:
+                text = _get(url).decode()
+                self.reading_lags.append((stamp, time.time() - stamp))
+                return prometheus_adapter_records(text, self.cluster, target.broker,
+                                                  url.split("/")[2], now)
+            produced += self._ship(target, "jmx_exporter", scrape, self.prometheus_topic,
+                                   key=None)
         self.producer.flush(FLUSH_TIMEOUT)
         return produced
 
@@ -184,6 +192,14 @@ class Shipper:
             # a scrape in progress: both agents' requests, then its flush
             thread.join(timeout=self.interval + 2 * HTTP_TIMEOUT + FLUSH_TIMEOUT + 5)
         self.producer.flush(FLUSH_TIMEOUT)
+
+    def reading_lag_by_window(self, window_seconds: int) -> dict[float, float]:
+        """Per window start, the longest a scrape stamped in it took to read its samples."""
+        out: dict[float, float] = {}
+        for stamp, lag in list(self.reading_lags):
+            start = stamp // window_seconds * window_seconds
+            out[start] = max(out.get(start, 0.0), lag)
+        return out
 
     def __enter__(self) -> Shipper:
         return self.start()

@@ -20,6 +20,7 @@ import re
 import subprocess
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -154,13 +155,17 @@ class TruthSampler:
         if self._thread:
             self._thread.join(timeout=60)
 
-    def stable_windows(self, window_seconds: int, margin: float = 2.0
+    def stable_windows(self, window_seconds: int, margin: float = 2.0,
+                       reading_lag: Mapping[float, float] | None = None
                        ) -> dict[float, tuple[frozenset[int], dict[int, dict[str, int]]]]:
         """Per window start, (brokers registered, per-broker truth) of the windows in which
         every sample from `margin` s before the window to `margin` s after it agreed, and
-        whose samples cover it: there the pipeline's max and last must both equal it. The
-        margin absorbs the gap between a broker's gauge changing and its metadata showing
-        it, and Jolokia's whole-second timestamps."""
+        whose samples reach both ends of that span: there the pipeline's max and last must
+        both equal it. The margin absorbs the gap between a broker's gauge changing and its
+        metadata showing it, and Jolokia's whole-second timestamps. `reading_lag` (window
+        start -> seconds) widens the span after a window by how long the agents took to
+        read the samples stamped in it: a Prometheus sample carries its scrape's start
+        time, and a loaded broker's exporter reads its gauges seconds after that."""
         out = {}
         if not self.snapshots:
             return out
@@ -168,10 +173,11 @@ class TruthSampler:
         last = self.snapshots[-1].ts
         start = first
         while start + window_seconds + margin <= last:
-            snaps = [s for s in self.snapshots
-                     if start - margin <= s.ts < start + window_seconds + margin]
-            covered = (snaps and snaps[0].ts <= start and
-                       snaps[-1].ts >= start + window_seconds - 1.5 * self.interval)
+            end = start + window_seconds
+            after = margin + (reading_lag or {}).get(start, 0.0)
+            snaps = [s for s in self.snapshots if start - margin <= s.ts < end + after]
+            covered = (snaps and snaps[0].ts <= start and end + after <= last
+                       and snaps[-1].ts >= end + after - 1.5 * self.interval)
             if covered:
                 views = [(s.brokers, s.per_broker(self.broker_ids)) for s in snaps]
                 if all(v == views[0] for v in views):

@@ -46,6 +46,15 @@ class Bed:
     job: Any
     exporter: Exporter
     delta: Path
+    shippers: tuple[Shipper, ...]
+
+    def stable_windows(self) -> dict[float, tuple[frozenset[int], dict[int, dict[str, int]]]]:
+        """The truth's stable windows, each widened by its scrapes' reading lag."""
+        lags: dict[float, float] = {}
+        for shipper in self.shippers:
+            for start, lag in shipper.reading_lag_by_window(WINDOW).items():
+                lags[start] = max(lags.get(start, 0.0), lag)
+        return self.truth.stable_windows(WINDOW, reading_lag=lags)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -94,11 +103,17 @@ def bed(watched: KafkaCluster, broker: Any, spark: Any, tmp_path_factory: pytest
     }
     truth = TruthSampler(watched.bootstrap, [n.node_id for n in watched.nodes]).start()
     exporter = Exporter()
-    with Shipper(targets, NAMES[0], broker.bootstrap, jolokia_topic, None, interval=1.0), \
-            Shipper(targets, NAMES[1], broker.bootstrap, None, prometheus_topic, interval=1.0), \
+    with Shipper(targets, NAMES[0], broker.bootstrap, jolokia_topic, None, interval=1.0) as a, \
+            Shipper(targets, NAMES[1], broker.bootstrap, None, prometheus_topic,
+                    interval=1.0) as b, \
             running_job(spark, env, exporter) as job:
-        yield Bed(watched, truth, job, exporter, root / "delta")
+        yield Bed(watched, truth, job, exporter, root / "delta", (a, b))
     truth.stop()
+    lags = sorted(lag for _, lag in b.reading_lags)
+    if lags:
+        FINDINGS.append(f"jmx_exporter scrapes read their gauges up to {lags[-1]:.1f} s after "
+                        f"their timestamp (median {lags[len(lags) // 2]:.1f} s, "
+                        f"{len(lags)} scrapes)")
 
 
 @pytest.fixture

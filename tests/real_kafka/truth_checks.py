@@ -42,7 +42,7 @@ def hold_until_stable(bed: Bed, since: float, condition, what: str) -> float:  #
     """Keep the fault until the truth has a stable window after `since` whose per-broker
     values satisfy condition(values); returns that window's end."""
     def found() -> float | None:
-        for start, (_, values) in sorted(bed.truth.stable_windows(WINDOW).items()):
+        for start, (_, values) in sorted(bed.stable_windows().items()):
             if start >= since and condition(values):
                 return start + WINDOW
         return None
@@ -55,7 +55,7 @@ def mismatches(bed: Bed, since: float, until: float) -> list[str]:
     rows = rows.assign(start=rows["window_start"].map(epoch))
     out = []
     checked = 0
-    for start, (brokers, values) in sorted(bed.truth.stable_windows(WINDOW).items()):
+    for start, (brokers, values) in sorted(bed.stable_windows().items()):
         if not since <= start < until - WINDOW + 1:
             continue
         for name in NAMES:
