@@ -91,6 +91,7 @@ READER_PREFETCH_KBYTES = 4 * 1024
 _RECORDS = arrow_schema("kafka_records", optional=True)  # with Spark's `headers`
 _HEADERS = _RECORDS.field("headers").type
 _MILLIS = pa.timestamp("ms", tz="UTC")
+LATEST_MICROS_AS_MILLIS = np.iinfo(np.int64).max // 1000
 _MICROS = pa.timestamp("us", tz="UTC")
 
 
@@ -311,7 +312,10 @@ def records_batch(messages: list[Any], want: KafkaRange, position: int
         return None, position
     n = len(messages)
     stamps = np.asarray([m.timestamp() for m in messages], dtype=np.int64).reshape(n, 2)
-    kinds, millis = stamps[:, 0], stamps[:, 1]
+    # A producer's CreateTime may be any long: one past what microseconds can hold is
+    # clamped to the largest that fits (year 294247), so that the decoder quarantines it
+    # as timestamp_out_of_range instead of the cast failing the task on every replay.
+    kinds, millis = stamps[:, 0], np.minimum(stamps[:, 1], LATEST_MICROS_AS_MILLIS)
     return pa.RecordBatch.from_arrays([
         binary_column([m.key() for m in messages]),
         binary_column([m.value() for m in messages]),

@@ -130,3 +130,47 @@ def test_newest_event_and_touched_spans_survive_unrepresentable_times() -> None:
     assert spans == [(NOW, NOW + timedelta(minutes=1))]
     assert newest_event(bronze.slice(2)) == NOW
     assert newest_event(bronze.slice(0, 0)) is None
+
+
+class _Message:
+    """A consumed record as confluent-kafka gives it, with the producer's CreateTime."""
+
+    def __init__(self, offset: int, millis: int) -> None:
+        self._offset, self._millis = offset, millis
+
+    def error(self):
+        return None
+
+    def offset(self):
+        return self._offset
+
+    def partition(self):
+        return 0
+
+    def topic(self):
+        return "kafka-metrics"
+
+    def timestamp(self):
+        return (1, self._millis)  # TIMESTAMP_CREATE_TIME
+
+    def key(self):
+        return b"prod/1"
+
+    def value(self):
+        return jolokia_attribute()
+
+    def headers(self):
+        return None
+
+
+def test_a_create_time_past_what_microseconds_hold_is_quarantined_not_fatal_to_the_read():
+    from streaming.source.kafka_python import KafkaRange, records_batch
+
+    now_ms = int(datetime.now(UTC).timestamp() * 1000)
+    messages = [_Message(0, now_ms), _Message(1, 10**16), _Message(2, 2**63 - 1)]
+    batch, position = records_batch(messages, KafkaRange("kafka-metrics", 0, 0, 3), 0)
+    assert position == 3 and batch.num_rows == 3
+    decoded = decode_record_batch(batch, configured())
+    reasons = [reason_category(r) if r else None
+               for r in decoded.column("reject_reason").to_pylist()]
+    assert reasons == [None, "timestamp_out_of_range", "timestamp_out_of_range"]
