@@ -10,6 +10,7 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
+from streaming.bounded_cache import cached_when_short
 from streaming.schemas import load_yaml
 
 COUNT_ATTRIBUTE = "Count"
@@ -32,7 +33,7 @@ class MetricDef:
         return "gauge"
 
 
-@functools.lru_cache(maxsize=65536)
+@cached_when_short(65536)
 def parse_object_name(object_name: str) -> tuple[str, dict[str, str]]:
     """Split a JMX ObjectName into its domain and key properties (quoted values unquoted).
 

@@ -17,10 +17,14 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from streaming.bounded_cache import ANSWER_KEY_CHARS, AnswerCache
 from streaming.catalog import Catalog, parse_object_name
 from streaming.decode.common import DecodeError, Observation, Observations, Rejected
 
 IDENTITY_PROPS = ("type", "name")
+# (MBean, attribute) resolutions kept per catalog: a fleet's per-partition names, each back
+# every scrape
+ANSWERS_KEPT = 200_000
 
 
 def _number(value: Any) -> float | None:
@@ -33,7 +37,8 @@ def resolve_attribute(catalog: Catalog, object_name: str, attribute: str
              ) -> tuple[str | None, str, str, dict[str, str]]:
     """(metric, canonical attribute, kind, labels) of one MBean attribute, cached on the
     catalog: the same names come back every scrape. The labels dict is shared: read only."""
-    cache: dict[tuple[str, str], Any] = catalog.__dict__.setdefault("_jolokia_cache", {})
+    cache: AnswerCache = catalog.__dict__.setdefault(
+        "_jolokia_cache", AnswerCache(ANSWERS_KEPT, ANSWER_KEY_CHARS))
     hit = cache.get((object_name, attribute))
     if hit is not None:
         return hit
@@ -48,8 +53,7 @@ def resolve_attribute(catalog: Catalog, object_name: str, attribute: str
     else:
         canonical = "Value" if catalog.is_attribute_metric(metric) else attribute
         resolved = (metric.name, canonical, metric.sample_kind(canonical), labels)
-    if len(cache) < 200_000:
-        cache[(object_name, attribute)] = resolved
+    cache.put((object_name, attribute), resolved)
     return resolved
 
 
@@ -123,11 +127,13 @@ def decode(doc: Any, catalog: Catalog) -> tuple[list[Observation | Rejected], di
     hints: dict[str, str] = {}
     for entry in entries:
         observations.extend(_entry_observations(catalog, entry))
-        target = entry.get("request", {}).get("target") if isinstance(entry, dict) else None
+        request = entry.get("request") if isinstance(entry, dict) else None
+        target = request.get("target") if isinstance(request, dict) else None
         if isinstance(target, dict) and isinstance(target.get("url"), str):
             hints["jolokia_agent_url"] = target["url"]
     if not observations:  # only then does a failed entry explain the record
-        failed = next((e for e in entries if e.get("status", 200) != 200), None)
+        failed = next((e for e in entries
+                       if isinstance(e, dict) and e.get("status", 200) != 200), None)
         if failed is not None:
             raise DecodeError("source_error", _error_text(failed))
     return observations, hints

@@ -33,6 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
+from streaming.bounded_cache import ANSWER_KEY_CHARS, AnswerCache
 from streaming.catalog import Catalog
 from streaming.decode.common import LIMITS, DecodeError, check_labels, decoded_batch, header_groups
 from streaming.decode.jolokia import resolve_attribute
@@ -246,15 +247,15 @@ def _pairs(mbean: pa.Array, attribute: pa.Array, catalog: Catalog, strip: set[st
     limits = LIMITS.get()
     caches: dict[Any, dict[tuple[str, str], _Answer]] = catalog.__dict__.setdefault(
         "_jolokia_pair_cache", {})
-    cache = caches.setdefault((frozenset(strip), limits), {})
+    cache = caches.setdefault((frozenset(strip), limits),
+                              AnswerCache(PAIR_CACHE_SIZE, ANSWER_KEY_CHARS))
     for i, code in enumerate(distinct.tolist()):
         if code >= 0:
             pair = (m_values[code // width], a_values[code % width])
             answer = cache.get(pair)
             if answer is None:
                 answer = _answer(catalog, *pair, strip, limits)
-                if len(cache) < PAIR_CACHE_SIZE:
-                    cache[pair] = answer
+                cache.put(pair, answer)
         else:
             answer = (None, "", "gauge", [], (), False)
         metric, canonical, kind, labels, group, usable[i] = answer

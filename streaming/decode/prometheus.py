@@ -20,17 +20,17 @@ A JSON array of such objects is accepted too (one record, several samples).
 
 from __future__ import annotations
 
-import functools
 from datetime import UTC, datetime
 from typing import Any
 
+from streaming.bounded_cache import cached_when_short
 from streaming.catalog import Catalog
 from streaming.decode.common import DecodeError, Observation, Observations
 
 NAME_LABEL = "__name__"
 
 
-@functools.lru_cache(maxsize=4096)
+@cached_when_short(4096)
 def parse_timestamp(text: str) -> float:
     """RFC 3339 -> epoch seconds; a time without offset is UTC."""
     try:

@@ -152,3 +152,20 @@ def test_one_malformed_object_name_in_a_bulk_read_costs_only_its_own_entry(malfo
     assert [offset for offset, _ in rejects] == [0, 1, 2]
     assert all(reason.startswith("bad_mbean: ") and "more rejected" not in reason
                for _, reason in rejects), rejects
+
+
+@pytest.mark.parametrize("request_field", [None, "read", ["kafka.server:type=Nope"], 7])
+def test_a_failed_entry_whose_request_is_not_an_object_costs_only_its_own_entry(request_field):
+    """A failed entry is skipped whatever its request holds; the bulk read's good entries
+    stay samples, and a record of failed entries alone is still quarantined as the source's
+    error."""
+    ts = int(NOW.timestamp())
+    good = {"request": {"mbean": "kafka.server:type=ReplicaManager,name=LeaderCount",
+                        "type": "read"}, "value": {"Value": 3}, "timestamp": ts, "status": 200}
+    failed = {"request": request_field, "error": "refused", "status": 403}
+    rows = decode([good, failed], [failed], [failed, "not an entry"])
+    assert [(r["source_offset"], r["metric"]) for r in rows if not r["reject_reason"]] == [
+        (0, "LeaderCount")]
+    reasons = {r["source_offset"]: r["reject_reason"] for r in rows if r["reject_reason"]}
+    assert sorted(reasons) == [1, 2]
+    assert reasons[1].startswith("source_error: Jolokia status 403")
