@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from types import ModuleType
@@ -292,6 +293,40 @@ def _columnar_topics(batch: pa.RecordBatch, ctx: DecodeContext) -> set[str]:
         return set()
     return {topic for topic in pc.unique(batch.column("topic")).to_pylist()
             if ctx.topic_formats.get(topic, "auto") in ("auto", "jolokia")}
+
+
+# The most bytes of record values decoded at once: what a decode holds while it runs (its
+# samples, up to about 40 a KB of value in the densest layouts and several hundred bytes
+# each until packed) is bounded by the bytes it is given, where a chunk of 10,000 records
+# of a few MB each would hold gigabytes. A record larger than this is decoded alone.
+DECODE_BYTES = 4 * 1024 * 1024
+
+
+def by_value_bytes(records: pa.RecordBatch, limit: int = DECODE_BYTES
+                   ) -> Iterator[pa.RecordBatch]:
+    """`records` in consecutive slices of at most `limit` bytes of values (a record larger
+    than that in a slice of its own); the batch itself when it is within the limit."""
+    sizes = pc.fill_null(pc.binary_length(records.column("value")), 0).to_numpy(
+        zero_copy_only=False).astype(np.int64)
+    ends = np.cumsum(sizes)
+    if not len(ends) or ends[-1] <= limit:
+        yield records
+        return
+    start = 0
+    while start < len(ends):
+        before = ends[start - 1] if start else 0
+        stop = max(int(np.searchsorted(ends, before + limit, side="right")), start + 1)
+        yield records.slice(start, stop - start)
+        start = stop
+
+
+def decoded_chunks(batches: Iterable[pa.RecordBatch], ctx: DecodeContext
+                   ) -> Iterator[tuple[pa.RecordBatch, int]]:
+    """(decoded rows, Kafka records) of the batches as a read task decodes them: in slices
+    of at most DECODE_BYTES of values (by_value_bytes)."""
+    for batch in batches:
+        for records in by_value_bytes(batch):
+            yield decode_record_batch(records, ctx), records.num_rows
 
 
 def decode_record_batch(

@@ -21,9 +21,9 @@ def decode_stage(records: DataFrame, ctx: DecodeContext, writer: TaskWriter | No
 
     def decode_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from streaming.decode.packing import pack_chunks
-        from streaming.decode.records import decode_record_batch
+        from streaming.decode.records import decoded_chunks
 
-        yield from pack_chunks(((decode_record_batch(batch, ctx), batch.num_rows)
-                                for batch in batches), writer, signals or SignalsConfig())
+        yield from pack_chunks(decoded_chunks(batches, ctx), writer,
+                               signals or SignalsConfig())
 
     return records.mapInArrow(decode_batches, PACKED_DDL)

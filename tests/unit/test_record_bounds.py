@@ -162,3 +162,33 @@ def test_limits_are_configured_under_quality() -> None:
     assert (built.max_samples_per_record, built.max_labels_per_sample,
             built.max_label_chars) == (7, 5, 300)
     assert DecodeContext.from_json(built.to_json()) == built
+
+
+
+def test_a_read_task_decodes_its_records_in_slices_bounded_by_their_bytes():
+    """A chunk of large records is decoded a few MB of values at a time (what a decode
+    holds grows with its input's bytes); a record larger than the bound alone; and the
+    slices give the rows the whole chunk gives, with every record counted once."""
+    from streaming.decode.records import DECODE_BYTES, by_value_bytes, decoded_chunks
+
+    values = [b"x" * 10, b"y" * 25, None, b"z" * 5, b"w" * 40, b"v" * 1]
+    batch = pa.RecordBatch.from_pydict({"value": values}, schema=pa.schema(
+        [("value", pa.binary())]))
+    slices = list(by_value_bytes(batch, limit=30))
+    assert [s.column("value").to_pylist() for s in slices] == [
+        [b"x" * 10], [b"y" * 25, None, b"z" * 5], [b"w" * 40], [b"v" * 1]]
+    assert list(by_value_bytes(batch, limit=81)) == [batch]
+
+    def jolokia(padding: int) -> bytes:
+        return orjson.dumps({"request": {"mbean": UMI, "attribute": "Value", "type": "read"},
+                             "value": 1, "status": 200, "timestamp": STAMP,
+                             "padding": "p" * padding})
+
+    big, small = jolokia(DECODE_BYTES * 4 // 10), jolokia(0)
+    chunk = records([small, big, small, big, big, small])
+    pieces = list(decoded_chunks([chunk], DecodeContext()))
+    assert [n for _, n in pieces] == [4, 2]  # small big small big | big small
+    whole = pa.Table.from_batches([decode_record_batch(chunk, DecodeContext())])
+    sliced = pa.Table.from_batches([p for p, _ in pieces])
+    assert sliced.drop_columns(["ingest_ts"]).equals(whole.drop_columns(["ingest_ts"]))
+    assert sliced["reject_reason"].to_pylist() == [None] * 6
