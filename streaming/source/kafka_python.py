@@ -44,7 +44,7 @@ from pyspark.sql.datasource import (
 
 from streaming.config import SecretRef, SignalsConfig
 from streaming.decode.packing import PACKED_DDL, pack, pack_chunks
-from streaming.decode.records import DecodeContext, decode_record_batch
+from streaming.decode.records import DecodeContext, decoded_chunks
 from streaming.locations import is_local, join, numbered_files, read_text, write_text
 from streaming.logsetup import spark_process_kafka_settings
 from streaming.redact import redact_url
@@ -68,6 +68,9 @@ CHUNK = 10_000
 # A task below this many records costs more in set-up than it saves in parallelism.
 MIN_RECORDS_PER_TASK = 5_000
 STALL_SECONDS = 60.0
+# How long a partition without a leader (an election, a topic just created) is asked again
+# for its offsets before that counts as an error: KRaft elects a new leader in well under it.
+LEADER_MOVE_SECONDS = 10.0
 # Empty reads for this long make the reader check whether the rest of its range still exists
 # (not at once: a leader change can briefly answer an empty fetch for records that exist).
 GONE_CHECK_SECONDS = 5.0
@@ -419,11 +422,25 @@ class KafkaStreamReader(DataSourceStreamReader):
                     f"; refused: {', '.join(refused)}" if refused else "")
 
     def _watermarks(self, topic: str, partition: int) -> tuple[int, int]:
-        from confluent_kafka import TopicPartition
+        """The partition's low and high watermarks. A partition whose leader is moving (an
+        election, a topic created a moment ago) is asked again for a few seconds: before
+        the query has its first offsets any error stops it, and this one is no outage."""
+        from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-        return self._consumer().get_watermark_offsets(
-            TopicPartition(topic, partition), timeout=15, cached=False
-        )
+        deadline = time.monotonic() + LEADER_MOVE_SECONDS
+        pause = 0.1
+        while True:
+            try:
+                return self._consumer().get_watermark_offsets(
+                    TopicPartition(topic, partition), timeout=15, cached=False)
+            except KafkaException as err:
+                code = err.args[0].code() if err.args else None
+                if (code not in (KafkaError.NOT_LEADER_FOR_PARTITION,
+                                 KafkaError.LEADER_NOT_AVAILABLE)
+                        or time.monotonic() + pause > deadline):
+                    raise
+            time.sleep(pause)
+            pause = min(2 * pause, 1.0)
 
     def _offsets(self, which: str) -> dict[str, dict[str, int]]:
         out: dict[str, dict[str, int]] = {}
@@ -713,9 +730,8 @@ class KafkaStreamReader(DataSourceStreamReader):
             if self.decode is None:
                 yield from batches
             else:
-                decode = self.decode
-                yield from pack_chunks(((decode_record_batch(records, decode), records.num_rows)
-                                        for records in batches), self.writer, self.signals)
+                yield from pack_chunks(decoded_chunks(batches, self.decode), self.writer,
+                                       self.signals)
                 if self._skipped:  # a row of its own, so the driver counts the loss
                     yield pack(decoded_arrow_schema().empty_table(), 0,
                                None if self.writer is None else (None, None, None, "[]"),

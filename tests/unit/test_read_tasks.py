@@ -240,3 +240,35 @@ def test_a_subscription_that_matches_nothing_says_so_until_it_does(
     assert reader.latestOffset() == {missing: {"0": 0, "1": 0}}
     assert "the source has partitions to read again" in caplog.text
     reader.stop()
+
+
+class _ElectingConsumer:
+    """Answers a partition's watermarks as a broker does while its leader moves: a few
+    NOT_LEADER_FOR_PARTITION errors, then the offsets."""
+
+    def __init__(self, refusals: int, code: int) -> None:
+        self.refusals, self.code, self.asked = refusals, code, 0
+
+    def get_watermark_offsets(self, partition: Any, timeout: float, cached: bool
+                              ) -> tuple[int, int]:
+        from confluent_kafka import KafkaError, KafkaException
+
+        self.asked += 1
+        if self.asked <= self.refusals:
+            raise KafkaException(KafkaError(self.code))
+        return 3, 42
+
+
+def test_offsets_are_asked_again_while_a_partition_elects_its_leader() -> None:
+    """Before the query has its first offsets any Kafka error stops it; a leader moving (a
+    topic created a moment ago, an election) is not one, and other errors still are."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    reader = KafkaStreamReader({"kafka.bootstrap.servers": "127.0.0.1:9", "subscribe": "t"})
+    for code in (KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE):
+        reader._meta = _ElectingConsumer(3, code)
+        assert reader._watermarks("t", 0) == (3, 42) and reader._meta.asked == 4
+    reader._meta = _ElectingConsumer(1, KafkaError.TOPIC_AUTHORIZATION_FAILED)
+    with pytest.raises(KafkaException):
+        reader._watermarks("t", 0)
+    assert reader._meta.asked == 1
