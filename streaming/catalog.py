@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from streaming.bounded_cache import cached_when_short
+from streaming.number_text import plain_float
 from streaming.schemas import load_yaml
 
 COUNT_ATTRIBUTE = "Count"
@@ -78,7 +79,7 @@ def parse_object_name(object_name: str) -> tuple[str, dict[str, str]]:
 def quantile_attribute(quantile: str) -> str | None:
     """jmx_exporter's quantile label ("0.99", "0.999", "0.5") as the Yammer attribute name."""
     try:
-        q = float(quantile)
+        q = plain_float(quantile)
     except (TypeError, ValueError):
         return None
     if not 0.0 < q < 1.0:

@@ -37,6 +37,7 @@ import orjson
 
 from streaming.catalog import Catalog
 from streaming.decode.common import DecodeError, Observation, Observations, Rejected
+from streaming.number_text import plain_float, plain_int
 
 TEMPORALITY_DELTA = {1, "AGGREGATION_TEMPORALITY_DELTA"}
 TEMPORALITY_CUMULATIVE = {2, "AGGREGATION_TEMPORALITY_CUMULATIVE"}
@@ -80,11 +81,13 @@ def _attributes(items: Any, where: str) -> dict[str, str]:
 def _number(raw: Any, what: str, integer: bool = False) -> float:
     if isinstance(raw, bool):
         raise DecodeError("wrong_type", f"{what} is a boolean")
+    if isinstance(raw, float) and integer and not raw.is_integer():
+        raise DecodeError("wrong_type", f"{what} {raw!r} is not an integer")
     if isinstance(raw, int | float):
         return float(raw)
     if isinstance(raw, str):
-        try:
-            return float(int(raw)) if integer else float(raw)  # "NaN", "Infinity" as doubles
+        try:  # "NaN", "Infinity" as doubles
+            return float(plain_int(raw)) if integer else plain_float(raw)
         except (ValueError, OverflowError) as err:
             raise DecodeError("wrong_type", f"{what} {raw[:40]!r} is not a number") from err
     raise DecodeError("wrong_type", f"{what} must be a number or a numeric string")

@@ -26,6 +26,7 @@ from typing import Any
 from streaming.bounded_cache import cached_when_short
 from streaming.catalog import Catalog
 from streaming.decode.common import DecodeError, Observation, Observations
+from streaming.number_text import plain_float
 
 NAME_LABEL = "__name__"
 
@@ -46,7 +47,7 @@ def parse_value(text: Any) -> float:
     """The adapter writes values as strings; plain JSON numbers are accepted as well."""
     if isinstance(text, str):
         try:
-            return float(text)  # "NaN", "+Inf", "-Inf" included
+            return plain_float(text)  # "NaN", "+Inf", "-Inf" included
         except ValueError as err:
             raise DecodeError("wrong_type", f"value {text[:60]!r} is not a number") from err
     if isinstance(text, int | float) and not isinstance(text, bool):

@@ -410,3 +410,38 @@ def test_telegraf_string_fields_are_skipped_not_zero():
     assert (row["metric"], row["attribute"], row["kind"]) == ("IsrShrinksPerSec", "Count",
                                                               "counter")
     assert not math.isnan(row["value"])
+
+
+# ---- numbers written as text ----------------------------------------------------------
+
+@pytest.mark.parametrize("text", ["1_000", " 7", "7\n", "\u0669", "１"])
+def test_a_prometheus_value_python_reads_but_no_exporter_writes_is_quarantined(text):
+    """Go's ParseFloat (Prometheus) refuses digit underscores, whitespace and digits of
+    other scripts; float() takes them, and the sample would be accepted as a number the
+    producer never wrote."""
+    rejected = rejects(decode([adapter("kafka_server_replicamanager_underminisrpartitioncount",
+                                       text)]))
+    assert [r.split(":")[0] for r in rejected] == ["wrong_type"]
+    kept = one(decode([adapter("kafka_server_replicamanager_underminisrpartitioncount",
+                               "1e0")]))
+    assert kept["value"] == 1.0 and kept["reject_reason"] is None
+
+
+@pytest.mark.parametrize("field,raw", [("asInt", "1_0"), ("asInt", " 10"), ("asInt", 1.7),
+                                       ("asDouble", "1_0"), ("asDouble", "\u0661")])
+def test_an_otlp_number_no_exporter_writes_is_quarantined(field, raw):
+    """OTLP JSON writes an int64 as a decimal string (or a JSON integer) and a double as a
+    JSON number or "NaN"/"Infinity": a fractional asInt, or text float() merely tolerates,
+    is malformed."""
+    bad = {"timeUnixNano": NANOS, "attributes": [], field: raw}
+    doc = otlp_doc([{"name": "kafka.partition.count", "gauge": {"dataPoints": [bad]}}])
+    batch = decode([(None, orjson.dumps(doc))])
+    assert canonical(batch) == []
+    assert [r.split(":")[0] for r in rejects(batch)] == ["wrong_type"]
+
+
+def test_a_quantile_label_in_other_digits_names_no_percentile():
+    from streaming.catalog import quantile_attribute
+
+    assert quantile_attribute("0.99") == "99thPercentile"
+    assert quantile_attribute("\uff10.\uff19\uff19") is None and quantile_attribute(" 0.99") is None
