@@ -175,46 +175,21 @@ def test_defaulted_samples_are_counted_per_field_and_warned_about_per_topic(capl
     assert len(caplog.records) == 2
 
 
-class _Message:
-    """What records_batch reads of a confluent_kafka.Message."""
-
-    def __init__(self, offset: int, headers: list[tuple[str, bytes | None]] | None) -> None:
-        self._offset, self._headers = offset, headers
-
-    def error(self):
-        return None
-
-    def offset(self):
-        return self._offset
-
-    def partition(self):
-        return 0
-
-    def topic(self):
-        return "kafka-metrics"
-
-    def timestamp(self):
-        return (1, T0 * 1000)
-
-    def key(self):
-        return None
-
-    def value(self):
-        return jolokia()
-
-    def headers(self):
-        return self._headers
-
-
 def test_the_python_source_carries_record_headers_to_the_decoder():
+    from confluent_kafka import TIMESTAMP_CREATE_TIME, Message
+
     from streaming.source.kafka_python import KafkaRange, records_batch
 
-    messages = [_Message(0, [("cluster", b"east"), ("broker", b"4"), ("trace", None)]),
-                _Message(1, None)]
+    def consumed(offset: int, headers: list[tuple[str, bytes | None]] | None) -> Message:
+        return Message(topic="kafka-metrics", partition=0, offset=offset, value=jolokia(),
+                       timestamp=(TIMESTAMP_CREATE_TIME, T0 * 1000), headers=headers)
+
+    messages = [consumed(0, [("cluster", b"east"), ("broker", b"4"), ("trace", None)]),
+                consumed(1, None)]
     batch, _ = records_batch(messages, KafkaRange("kafka-metrics", 0, 0, 2), 0)
     assert batch.schema.field("headers").type == HEADERS
     assert identities(batch.slice(0, 1)) == [("east", "4", False)]
     decoded = decode_record_batch(batch, DecodeContext())
     assert decoded.column("reject_reason").to_pylist()[1].startswith("no_broker_identity")
-    bare, _ = records_batch([_Message(0, None)], KafkaRange("kafka-metrics", 0, 0, 1), 0)
+    bare, _ = records_batch([consumed(0, None)], KafkaRange("kafka-metrics", 0, 0, 1), 0)
     assert bare.column("headers").null_count == 1

@@ -132,42 +132,15 @@ def test_newest_event_and_touched_spans_survive_unrepresentable_times() -> None:
     assert newest_event(bronze.slice(0, 0)) is None
 
 
-class _Message:
-    """A consumed record as confluent-kafka gives it, with the producer's CreateTime."""
-
-    def __init__(self, offset: int, millis: int) -> None:
-        self._offset, self._millis = offset, millis
-
-    def error(self):
-        return None
-
-    def offset(self):
-        return self._offset
-
-    def partition(self):
-        return 0
-
-    def topic(self):
-        return "kafka-metrics"
-
-    def timestamp(self):
-        return (1, self._millis)  # TIMESTAMP_CREATE_TIME
-
-    def key(self):
-        return b"prod/1"
-
-    def value(self):
-        return jolokia_attribute()
-
-    def headers(self):
-        return None
-
-
 def test_a_create_time_past_what_microseconds_hold_is_quarantined_not_fatal_to_the_read():
+    from confluent_kafka import TIMESTAMP_CREATE_TIME, Message
+
     from streaming.source.kafka_python import KafkaRange, records_batch
 
     now_ms = int(datetime.now(UTC).timestamp() * 1000)
-    messages = [_Message(0, now_ms), _Message(1, 10**16), _Message(2, 2**63 - 1)]
+    messages = [Message(topic="kafka-metrics", partition=0, offset=offset, key=b"prod/1",
+                        value=jolokia_attribute(), timestamp=(TIMESTAMP_CREATE_TIME, millis))
+                for offset, millis in enumerate((now_ms, 10**16, 2**63 - 1))]
     batch, position = records_batch(messages, KafkaRange("kafka-metrics", 0, 0, 3), 0)
     assert position == 3 and batch.num_rows == 3
     decoded = decode_record_batch(batch, configured())
