@@ -272,3 +272,33 @@ def test_offsets_are_asked_again_while_a_partition_elects_its_leader() -> None:
     with pytest.raises(KafkaException):
         reader._watermarks("t", 0)
     assert reader._meta.asked == 1
+
+
+def test_a_create_time_no_timestamp_can_hold_is_quarantined_by_a_decoding_task(broker: Any
+                                                                             ) -> None:
+    """A producer may write any long as CreateTime, and a topic whose
+    message.timestamp.after.max.ms allows it stores it. The Python source's read task
+    quarantines it as timestamp_out_of_range and goes on; the batch, and every replay of
+    it, would fail if the conversion to microseconds raised (as Spark's own kafka source
+    does: ArithmeticException, long overflow)."""
+    from streaming.testbed.kafka import create_topic
+
+    topic = f"far-future-{time.monotonic_ns()}"
+    create_topic(broker.bootstrap, topic,
+                 config={"message.timestamp.after.max.ms": str(2**63 - 1)})
+    read = (b'{"request": {"mbean": "kafka.server:type=ReplicaManager,'
+            b'name=UnderMinIsrPartitionCount", "attribute": "Value"}, "value": 2, '
+            b'"status": 200}')
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    producer.produce(topic, value=read, key=b"c1/1")
+    producer.produce(topic, value=read, key=b"c1/1", timestamp=10**16)
+    producer.produce(topic, value=read, key=b"c1/2")
+    assert producer.flush(30) == 0
+    reader = KafkaStreamReader({"kafka.bootstrap.servers": broker.bootstrap, "subscribe": topic,
+                                "decode": DecodeContext().to_json()})
+    decoded, records = unpack(pa.Table.from_batches(list(reader.read(ReadTask(
+        [KafkaRange(topic, 0, 0, 3)])))))
+    assert records == 3
+    reasons = [r.split(":")[0] if r else None for r in decoded["reject_reason"].to_pylist()]
+    assert reasons == [None, "timestamp_out_of_range", None]
+    assert decoded["broker"].to_pylist() == ["1", None, "2"]
