@@ -67,7 +67,11 @@ def parse_object_name(object_name: str) -> tuple[str, dict[str, str]]:
         elif ch == '"':
             in_quotes = True
         elif ch == ",":
-            props["".join(key).strip()] = "".join(value)
+            name = "".join(key).strip()
+            if name in props:  # JMX refuses such a name: no broker publishes one
+                raise ValueError(f"key {name[:60]!r} given twice in ObjectName: "
+                                 f"{object_name[:200]!r}")
+            props[name] = "".join(value)
             key, value, reading_key = [], [], True
         else:
             value.append(ch)

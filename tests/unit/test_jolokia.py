@@ -34,6 +34,9 @@ def test_object_name_with_quoted_values():
     assert props == {"type": "Log", "name": "Size", "topic": "a,b", "partition": "0"}
     with pytest.raises(ValueError):
         parse_object_name("no-colon-here")
+    with pytest.raises(ValueError, match="given twice"):  # which would win is a guess
+        parse_object_name("kafka.server:type=ReplicaManager,name=LeaderCount,"
+                          "name=UnderMinIsrPartitionCount")
 
 
 def test_three_response_shapes_decode_to_canonical_samples():
