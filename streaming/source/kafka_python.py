@@ -65,6 +65,12 @@ NOTHING_TO_READ_EVERY = 600.0
 UNREACHABLE_EVERY = 60.0
 SOURCE_NAME = "kafka_health_kafka"
 CHUNK = 10_000
+# The values a chunk of records should hold at most (chunk_records); decoding slices it
+# further (streaming.decode.records.DECODE_BYTES).
+CHUNK_BYTES = 16 * 1024 * 1024
+# A range's first consume(), before any of its records' sizes is known: CHUNK_BYTES of
+# records at the broker's default message.max.bytes (1 MiB).
+FIRST_CHUNK = 16
 # A task below this many records costs more in set-up than it saves in parallelism.
 MIN_RECORDS_PER_TASK = 5_000
 STALL_SECONDS = 60.0
@@ -288,6 +294,14 @@ def headers_column(messages: list[Any]) -> pa.Array:
         return pa.nulls(len(headers), _HEADERS)
     return pa.array([[{"key": k, "value": v} for k, v in h] if h else None for h in headers],
                     _HEADERS)
+
+
+def chunk_records(batch: pa.RecordBatch) -> int:
+    """How many records the next consume() may take, from the sizes of this batch's: CHUNK
+    of small ones, fewer of large ones, so that a chunk's values stay near CHUNK_BYTES
+    (10,000 records of 1 MB, the broker's default limit, would be 10 GB in the worker)."""
+    average = batch.column("value").nbytes / max(batch.num_rows, 1)
+    return max(1, min(CHUNK, int(CHUNK_BYTES // max(average, 1.0))))
 
 
 def records_batch(messages: list[Any], want: KafkaRange, position: int
@@ -758,14 +772,16 @@ class KafkaStreamReader(DataSourceStreamReader):
         consumer.assign([TopicPartition(partition.topic, partition.partition, position)])
         start_known = False  # whether the start's records are there, or their loss reported
         last_progress = time.monotonic()
+        chunk = FIRST_CHUNK  # until the range's first records tell their size
         while position < partition.end:
-            messages = consumer.consume(num_messages=min(CHUNK, partition.end - position),
+            messages = consumer.consume(num_messages=min(chunk, partition.end - position),
                                         timeout=1.0)
             batch, position = records_batch(messages, partition, position)
             if not start_known:
                 start_known, position = self._check_start(consumer, partition, batch, position)
             if batch is not None:
                 last_progress = time.monotonic()
+                chunk = chunk_records(batch)
                 yield batch
             elif self._consumed_through(consumer, partition):
                 break  # what is left of the range holds no records (transaction markers)

@@ -302,3 +302,30 @@ def test_a_create_time_no_timestamp_can_hold_is_quarantined_by_a_decoding_task(b
     reasons = [r.split(":")[0] if r else None for r in decoded["reject_reason"].to_pylist()]
     assert reasons == [None, "timestamp_out_of_range", None]
     assert decoded["broker"].to_pylist() == ["1", None, "2"]
+
+
+def test_a_range_of_large_records_is_read_in_chunks_bounded_by_their_bytes(broker: Any
+                                                                          ) -> None:
+    """10,000 records of a few hundred KB would be gigabytes in one chunk: the reader takes
+    fewer records a consume() once it has seen their size (and few before it has), so a
+    chunk's values stay near CHUNK_BYTES; small records still come CHUNK at a time."""
+    from streaming.source.kafka_python import CHUNK, CHUNK_BYTES, FIRST_CHUNK
+    from streaming.testbed.kafka import create_topic
+
+    topic = f"large-{time.monotonic_ns()}"
+    create_topic(broker.bootstrap, topic, partitions=2)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 20})
+    large, small = b"x" * 900_000, b"y" * 50
+    for _ in range(60):
+        producer.produce(topic, value=large, partition=0)
+    for _ in range(CHUNK + 500):
+        producer.produce(topic, value=small, partition=1)
+    assert producer.flush(60) == 0
+    reader = KafkaStreamReader({"kafka.bootstrap.servers": broker.bootstrap, "subscribe": topic})
+    chunks = list(reader.read(ReadTask([KafkaRange(topic, 0, 0, 60),
+                                        KafkaRange(topic, 1, 0, CHUNK + 500)])))
+    large_chunks = [c for c in chunks if c.column("partition")[0].as_py() == 0]
+    assert sum(c.num_rows for c in large_chunks) == 60
+    assert max(c.column("value").nbytes for c in large_chunks) <= CHUNK_BYTES + len(large)
+    small_chunks = [c.num_rows for c in chunks if c.column("partition")[0].as_py() == 1]
+    assert sum(small_chunks) == CHUNK + 500 and max(small_chunks) > 10 * FIRST_CHUNK
