@@ -78,37 +78,69 @@ def _attributes(items: Any, where: str) -> dict[str, str]:
     return out
 
 
-def _number(raw: Any, what: str, integer: bool = False) -> float:
+# The protobuf types' ranges (proto3 JSON mapping): asInt is sfixed64, counts and
+# timeUnixNano are fixed64. A value outside them no exporter serialized.
+INT64 = (-(2**63), 2**63 - 1)
+UINT64 = (0, 2**64 - 1)
+
+
+def _number(raw: Any, what: str, integer: tuple[int, int] | None = None) -> float:
+    """A double, or with `integer` the (low, high) range of an integer field, as JSON
+    numbers or the numeric strings the JSON mapping writes 64-bit integers as."""
     if isinstance(raw, bool):
         raise DecodeError("wrong_type", f"{what} is a boolean")
-    if isinstance(raw, float) and integer and not raw.is_integer():
-        raise DecodeError("wrong_type", f"{what} {raw!r} is not an integer")
-    if isinstance(raw, int | float):
-        return float(raw)
-    if isinstance(raw, str):
-        try:  # "NaN", "Infinity" as doubles
-            return float(plain_int(raw)) if integer else plain_float(raw)
-        except (ValueError, OverflowError) as err:
-            raise DecodeError("wrong_type", f"{what} {raw[:40]!r} is not a number") from err
-    raise DecodeError("wrong_type", f"{what} must be a number or a numeric string")
+    if integer is None:
+        if isinstance(raw, int | float):
+            return float(raw)
+        if isinstance(raw, str):
+            try:  # "NaN", "Infinity" as doubles
+                return plain_float(raw)
+            except ValueError as err:
+                raise DecodeError("wrong_type", f"{what} {raw[:40]!r} is not a number") from err
+        raise DecodeError("wrong_type", f"{what} must be a number or a numeric string")
+    if isinstance(raw, float):
+        if not raw.is_integer():
+            raise DecodeError("wrong_type", f"{what} {raw!r} is not an integer")
+        whole = int(raw)
+    elif isinstance(raw, int):
+        whole = raw
+    elif isinstance(raw, str):
+        try:
+            whole = plain_int(raw)
+        except ValueError as err:
+            raise DecodeError("wrong_type", f"{what} {raw[:40]!r} is not an integer") from err
+    else:
+        raise DecodeError("wrong_type", f"{what} must be an integer or an integer string")
+    low, high = integer
+    if not low <= whole <= high:
+        raise DecodeError("wrong_type", f"{what} {str(raw)[:40]} is outside its type's range")
+    return float(whole)
 
 
 def _time(point: dict[str, Any]) -> float | None:
     raw = point.get("timeUnixNano")
     if raw is None:
         return None
-    nanos = _number(raw, "timeUnixNano", integer=True)  # int64 as a string
+    nanos = _number(raw, "timeUnixNano", integer=UINT64)  # fixed64, as a string
     return nanos / 1e9 if nanos else None
+
+
+def _list(body: dict[str, Any], key: str, where: str) -> list[Any]:
+    """body[key] as a list; absent or null is empty (the JSON mapping leaves empty
+    repeated fields out), anything else is malformed."""
+    items = body.get(key)
+    if items is None:
+        return []
+    if not isinstance(items, list):
+        raise DecodeError("wrong_type", f"{where} must be a list")
+    return items
 
 
 def _points(metric: dict[str, Any], kind: str) -> list[Any]:
     body = metric[kind]
     if not isinstance(body, dict):
         raise DecodeError("wrong_type", f"{kind} must be an object")
-    points = body.get("dataPoints") or []
-    if not isinstance(points, list):
-        raise DecodeError("wrong_type", f"{kind}.dataPoints must be a list")
-    return points
+    return _list(body, "dataPoints", f"{kind}.dataPoints")
 
 
 def _metric_observations(catalog: Catalog, metric: Any, hints: dict[str, str],
@@ -130,10 +162,10 @@ def _metric_observations(catalog: Catalog, metric: Any, hints: dict[str, str],
                 raise DecodeError("wrong_type", "a data point must be an object")
             labels = {**_attributes(point.get("attributes"), name), "raw_name": name}
             ts = _time(point)
-            for attribute, key in (("Count", "count"), ("Sum", "sum")):
+            for attribute, key, integer in (("Count", "count", UINT64), ("Sum", "sum", None)):
                 if key in point:
                     out.append(ResourceObservation(
-                        ts, None, attribute, _number(point[key], key, integer=key == "count"),
+                        ts, None, attribute, _number(point[key], key, integer),
                         "gauge", dict(labels), name, hints))
         return
     else:
@@ -142,14 +174,16 @@ def _metric_observations(catalog: Catalog, metric: Any, hints: dict[str, str],
         if not isinstance(point, dict):
             raise DecodeError("wrong_type", "a data point must be an object")
         flags = point.get("flags")
-        if isinstance(flags, int) and flags & FLAG_NO_RECORDED_VALUE:
+        if flags is not None and (isinstance(flags, bool) or not isinstance(flags, int)):
+            raise DecodeError("wrong_type", f"{name}: flags must be an integer")
+        if flags and flags & FLAG_NO_RECORDED_VALUE:
             continue
         if delta:
             out.append(Rejected("unsupported_temporality",
                                 f"{name}: delta/unspecified sums cannot become cumulative counts"))
             continue
         if "asInt" in point:
-            value = _number(point["asInt"], "asInt", integer=True)
+            value = _number(point["asInt"], "asInt", integer=INT64)
         elif "asDouble" in point:
             value = _number(point["asDouble"], "asDouble")
         else:
@@ -180,20 +214,16 @@ def decode(doc: Any, catalog: Catalog) -> tuple[list[Any], dict[str, str]]:
     for resource_metrics in resources:
         if not isinstance(resource_metrics, dict):
             raise DecodeError("wrong_type", "resourceMetrics entries must be objects")
-        resource = resource_metrics.get("resource") or {}
+        resource = resource_metrics.get("resource")
+        if resource is None:
+            resource = {}
         if not isinstance(resource, dict):
             raise DecodeError("wrong_type", "resource must be an object")
         hints = _attributes(resource.get("attributes"), "resource")
-        scopes = resource_metrics.get("scopeMetrics") or []
-        if not isinstance(scopes, list):
-            raise DecodeError("wrong_type", "scopeMetrics must be a list")
-        for scope in scopes:
+        for scope in _list(resource_metrics, "scopeMetrics", "scopeMetrics"):
             if not isinstance(scope, dict):
                 raise DecodeError("wrong_type", "scopeMetrics entries must be objects")
-            metrics = scope.get("metrics") or []
-            if not isinstance(metrics, list):
-                raise DecodeError("wrong_type", "metrics must be a list")
-            for metric in metrics:
+            for metric in _list(scope, "metrics", "metrics"):
                 _metric_observations(catalog, metric, hints, out)
     return out, {}
 

@@ -427,17 +427,40 @@ def test_a_prometheus_value_python_reads_but_no_exporter_writes_is_quarantined(t
     assert kept["value"] == 1.0 and kept["reject_reason"] is None
 
 
-@pytest.mark.parametrize("field,raw", [("asInt", "1_0"), ("asInt", " 10"), ("asInt", 1.7),
-                                       ("asDouble", "1_0"), ("asDouble", "\u0661")])
+@pytest.mark.parametrize("field,raw", [
+    ("asInt", "1_0"), ("asInt", " 10"), ("asInt", 1.7), ("asDouble", "1_0"),
+    ("asDouble", "\u0661"), ("asInt", str(2**63)), ("asInt", 1e30), ("flags", True),
+    ("flags", "1"), ("timeUnixNano", "-1")])
 def test_an_otlp_number_no_exporter_writes_is_quarantined(field, raw):
     """OTLP JSON writes an int64 as a decimal string (or a JSON integer) and a double as a
-    JSON number or "NaN"/"Infinity": a fractional asInt, or text float() merely tolerates,
-    is malformed."""
+    JSON number or "NaN"/"Infinity": a fractional asInt, an integer past its protobuf
+    type's range, a boolean for the flags, or text float() merely tolerates, is
+    malformed."""
     bad = {"timeUnixNano": NANOS, "attributes": [], field: raw}
+    if not field.startswith("as"):
+        bad["asInt"] = "3"
     doc = otlp_doc([{"name": "kafka.partition.count", "gauge": {"dataPoints": [bad]}}])
     batch = decode([(None, orjson.dumps(doc))])
     assert canonical(batch) == []
     assert [r.split(":")[0] for r in rejects(batch)] == ["wrong_type"]
+
+
+@pytest.mark.parametrize("where,shape", [("resource", []), ("scopeMetrics", {}),
+                                         ("metrics", {}), ("dataPoints", {})])
+def test_an_otlp_message_of_the_wrong_shape_is_quarantined_not_read_as_empty(where, shape):
+    """An empty list or object in the other's place is malformed, not an absent field."""
+    doc = otlp_doc([{"name": "kafka.partition.count", "gauge": {"dataPoints": [point(3)]}}])
+    resource = doc["resourceMetrics"][0]
+    holder = {"resource": resource, "scopeMetrics": resource,
+              "metrics": resource["scopeMetrics"][0],
+              "dataPoints": resource["scopeMetrics"][0]["metrics"][0]["gauge"]}[where]
+    holder[where] = shape
+    batch = decode([(None, orjson.dumps(doc))])
+    assert canonical(batch) == []
+    assert [r.split(":")[0] for r in rejects(batch)] == ["wrong_type"]
+    holder.pop(where)  # absent: nothing there (no samples, or no identity), not malformed
+    assert "wrong_type" not in [r.split(":")[0]
+                                for r in rejects(decode([(None, orjson.dumps(doc))]))]
 
 
 def test_a_quantile_label_in_other_digits_names_no_percentile():
