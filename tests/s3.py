@@ -1,16 +1,23 @@
 """An S3-compatible server for tests: moto's server mode on 127.0.0.1 with one bucket, and
 the storage options that reach it (delta-rs' names, which streaming.locations also maps
-for pyarrow and Spark's S3A)."""
+for pyarrow and Spark's S3A).
+
+The server runs in its own process, as an object store does: in the test's process its
+request threads would share the interpreter lock with whatever else runs there (the
+in-process Spark session's callbacks, a reference job), and a request slowed by that past
+S3A's or delta-rs' timeouts is retried for minutes."""
 
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 import pyarrow.fs as pafs
-from moto.server import ThreadedMotoServer
 
 BUCKET = "kafka-health"
 KEY_ID, SECRET = "kafka-health-test", "not-a-real-secret"
@@ -34,17 +41,34 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
+def _listening(port: int) -> bool:
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
 @contextmanager
 def s3_server() -> Iterator[S3Server]:
     """moto's S3 server with the bucket created; stopped on exit."""
     port = _free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()  # returns once the server is bound
+    server = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
+        deadline = time.monotonic() + 60
+        while not _listening(port):
+            if server.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"moto's S3 server did not listen on {port} "
+                                   f"(exit code {server.poll()})")
+            time.sleep(0.1)
         admin = pafs.S3FileSystem(endpoint_override=f"127.0.0.1:{port}", scheme="http",
                                   access_key=KEY_ID, secret_key=SECRET, region="us-east-1",
                                   allow_bucket_creation=True)
         admin.create_dir(BUCKET)
         yield S3Server(f"http://127.0.0.1:{port}")
     finally:
-        server.stop()
+        server.terminate()
+        try:
+            server.wait(30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait(30)

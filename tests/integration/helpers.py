@@ -98,6 +98,18 @@ def start_job(config_path: Path, log: Path) -> subprocess.Popen[bytes]:
     )
 
 
+def exit_code(job: subprocess.Popen[bytes], timeout: float, log: Path, what: str) -> int:
+    """The job's exit code within `timeout` seconds; past it, the whole process group is
+    killed and the failure carries the log's tail (what the job was doing instead)."""
+    try:
+        return job.wait(timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(job.pid, signal.SIGKILL)
+        job.wait(30)
+        raise AssertionError(f"{what} within {timeout:.0f} s; the log's tail:\n"
+                             f"{log.read_text(errors='replace')[-4000:]}") from None
+
+
 def run_to_end(config: Path, root: str | Path, expected: int, log: Path,
                before_stop: Callable[[], Any] | None = None, timeout: float = 300,
                storage_options: Options = None) -> Any:

@@ -29,6 +29,7 @@ from tests.integration.helpers import (
     comparable,
     config_file,
     count,
+    exit_code,
     run_to_end,
     running_job,
     start_job,
@@ -124,7 +125,8 @@ def crash_and_recover(endpoint: str, broker, topic: str, tmp_path, expected: int
             job = start_job(config, log)
         finally:
             del os.environ["KAFKA_HEALTH_FAILPOINTS"]
-        assert job.wait(300) == -signal.SIGKILL, f"{failpoint} was not reached"
+        code = exit_code(job, 300, log, f"{failpoint} was not reached")
+        assert code == -signal.SIGKILL, f"{failpoint}: exit code {code}, not SIGKILL"
         kills += 1
     rng = random.Random(7)
     after_deferred_kill = log.stat().st_size
