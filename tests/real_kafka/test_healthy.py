@@ -53,7 +53,10 @@ def test_a_healthy_cluster_under_load_opens_no_incident(healthy: Bed) -> None:
     incidents = table(bed.delta, "incidents")
     if not incidents.empty:
         incidents = incidents[incidents["started_at"].map(epoch) >= since - WINDOW]
-    assert incidents.empty, incidents
+    assert incidents.empty, (
+        f"incidents opened since {since:.0f} (the load's start):\n"
+        + incidents[["cluster", "broker", "kind", "started_at", "resolved_at",
+                     "peak_value"]].to_string())
     assert mismatches(bed, since, until) == []
     rows = table(bed.delta, "broker_signals")
     rows = rows[rows["window_start"].map(epoch).between(since + WINDOW, until - 2 * WINDOW)]
