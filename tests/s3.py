@@ -9,7 +9,6 @@ S3A's or delta-rs' timeouts is retried for minutes."""
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import time
@@ -18,6 +17,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 import pyarrow.fs as pafs
+
+from streaming.testbed.kafka import free_port, port_open
 
 BUCKET = "kafka-health"
 KEY_ID, SECRET = "kafka-health-test", "not-a-real-secret"
@@ -35,27 +36,16 @@ class S3Server:
                 "AWS_SECRET_ACCESS_KEY": SECRET}
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def _listening(port: int) -> bool:
-    with socket.socket() as probe:
-        return probe.connect_ex(("127.0.0.1", port)) == 0
-
-
 @contextmanager
 def s3_server() -> Iterator[S3Server]:
     """moto's S3 server with the bucket created; stopped on exit."""
-    port = _free_port()
+    port = free_port()  # below the ephemeral range: bound later, by another process
     server = subprocess.Popen(
         [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 60
-        while not _listening(port):
+        while not port_open(port):
             if server.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"moto's S3 server did not listen on {port} "
                                    f"(exit code {server.poll()})")

@@ -174,7 +174,8 @@ def _cluster_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
 
 
-def _port_open(port: int) -> bool:
+def port_open(port: int) -> bool:
+    """Whether something accepts connections on the loopback port."""
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=0.5):
             return True
@@ -415,7 +416,7 @@ class KafkaCluster:
         """Broker ids the cluster's metadata lists now (registered and unfenced)."""
         from confluent_kafka.admin import AdminClient
 
-        live = [n.bootstrap for n in self.nodes if n.running() and _port_open(n.port)]
+        live = [n.bootstrap for n in self.nodes if n.running() and port_open(n.port)]
         if not live:
             return set()
         admin = AdminClient({**self.client_config(), "bootstrap.servers": ",".join(live)})
