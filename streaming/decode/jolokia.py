@@ -10,11 +10,16 @@ whose every entry failed is rejected as `source_error` with Jolokia's error, so 
 that cannot reach its MBeans shows in quarantine instead of vanishing. Non-numeric
 attributes (RateUnit, EventType) are not metrics and are skipped. Jolokia's `timestamp` is
 epoch seconds.
+
+A request's target url (proxy mode) is an identity hint for the record's samples. A bulk read
+through a proxy may name a different target per entry (one per broker): then each entry's
+samples carry their own entry's url, and an entry without a target (the proxy's own JVM) none.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from typing import Any
 
 from streaming.bounded_cache import ANSWER_KEY_CHARS, AnswerCache
@@ -22,9 +27,18 @@ from streaming.catalog import Catalog, parse_object_name
 from streaming.decode.common import DecodeError, Observation, Observations, Rejected
 
 IDENTITY_PROPS = ("type", "name")
+HINT = "jolokia_agent_url"
 # (MBean, attribute) resolutions kept per catalog: a fleet's per-partition names, each back
 # every scrape
 ANSWERS_KEPT = 200_000
+
+
+@dataclass(slots=True)
+class TargetObservation(Observation):
+    """An observation with its own entry's target as identity hints (records.py takes them
+    in place of the record's)."""
+
+    hints: dict[str, str] = field(default_factory=dict)
 
 
 def _number(value: Any) -> float | None:
@@ -62,7 +76,8 @@ def _numeric_attribute(attribute: str) -> bool:
 
 
 def _mbean_observations(
-    catalog: Catalog, object_name: str, attributes: dict[str, Any], ts: float | None
+    catalog: Catalog, object_name: str, attributes: dict[str, Any], ts: float | None,
+    hints: dict[str, str] | None = None,
 ) -> list[Observation | Rejected]:
     """Numeric attributes become observations. A non-numeric one is skipped (MBeans carry
     strings such as a Meter's RateUnit) unless it is a known metric's value, count or rate:
@@ -81,12 +96,17 @@ def _mbean_observations(
                 out.append(Rejected("wrong_type", f"{metric}.{canonical}={str(raw)[:60]!r} is "
                                                   "not a number"))
             continue
-        out.append(Observation(ts, metric, canonical, value, kind, labels,
-                               raw_name=None if metric else object_name))
+        raw_name = None if metric else object_name
+        if hints is None:
+            out.append(Observation(ts, metric, canonical, value, kind, labels, raw_name))
+        else:
+            out.append(TargetObservation(ts, metric, canonical, value, kind, labels, raw_name,
+                                         hints))
     return out
 
 
-def _entry_observations(catalog: Catalog, entry: Any) -> list[Observation | Rejected]:
+def _entry_observations(catalog: Catalog, entry: Any, hints: dict[str, str] | None = None
+                        ) -> list[Observation | Rejected]:
     if not isinstance(entry, dict):
         raise DecodeError("wrong_type", "a Jolokia response entry must be an object")
     status = entry.get("status", 200)
@@ -105,7 +125,7 @@ def _entry_observations(catalog: Catalog, entry: Any) -> list[Observation | Reje
     mbean, value = request["mbean"], entry["value"]
     attribute = request.get("attribute")
     if isinstance(attribute, str):
-        return _mbean_observations(catalog, mbean, {attribute: value}, ts)
+        return _mbean_observations(catalog, mbean, {attribute: value}, ts, hints)
     if not isinstance(value, dict):
         number = _number(value)
         if number is None:
@@ -115,22 +135,29 @@ def _entry_observations(catalog: Catalog, entry: Any) -> list[Observation | Reje
         out = Observations()
         for object_name, attributes in value.items():
             if isinstance(attributes, dict):
-                out.extend(_mbean_observations(catalog, object_name, attributes, ts))
+                out.extend(_mbean_observations(catalog, object_name, attributes, ts, hints))
         return out
-    return _mbean_observations(catalog, mbean, value, ts)
+    return _mbean_observations(catalog, mbean, value, ts, hints)
+
+
+def _target_url(entry: Any) -> str | None:
+    request = entry.get("request") if isinstance(entry, dict) else None
+    target = request.get("target") if isinstance(request, dict) else None
+    url = target.get("url") if isinstance(target, dict) else None
+    return url if isinstance(url, str) else None
 
 
 def decode(doc: Any, catalog: Catalog) -> tuple[list[Observation | Rejected], dict[str, str]]:
     """Observations of one message plus record-level identity hints (proxy target url)."""
     entries = doc if isinstance(doc, list) else [doc]
+    urls = [_target_url(entry) for entry in entries]
+    # One target for the whole record (the usual case, and every single read): record hints.
+    mixed = len(set(urls)) > 1
     observations = Observations()
-    hints: dict[str, str] = {}
-    for entry in entries:
-        observations.extend(_entry_observations(catalog, entry))
-        request = entry.get("request") if isinstance(entry, dict) else None
-        target = request.get("target") if isinstance(request, dict) else None
-        if isinstance(target, dict) and isinstance(target.get("url"), str):
-            hints["jolokia_agent_url"] = target["url"]
+    for entry, url in zip(entries, urls, strict=True):
+        own = ({HINT: url} if url is not None else {}) if mixed else None
+        observations.extend(_entry_observations(catalog, entry, own))
+    hints = {HINT: urls[0]} if urls and not mixed and urls[0] is not None else {}
     if not observations:  # only then does a failed entry explain the record
         failed = next((e for e in entries
                        if isinstance(e, dict) and e.get("status", 200) != 200), None)

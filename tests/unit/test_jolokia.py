@@ -172,3 +172,44 @@ def test_a_failed_entry_whose_request_is_not_an_object_costs_only_its_own_entry(
     reasons = {r["source_offset"]: r["reject_reason"] for r in rows if r["reject_reason"]}
     assert sorted(reasons) == [1, 2]
     assert reasons[1].startswith("source_error: Jolokia status 403")
+
+
+PROXY = "service:jmx:rmi:///jndi/rmi://kafka-{}:9999/jmxrmi"
+
+
+def proxied(broker: int | None, value: object, status: int = 200) -> dict:
+    """One entry of a bulk read through a Jolokia proxy, `broker` its target (None: the
+    proxy's own JVM)."""
+    request: dict = {"mbean": "kafka.server:type=ReplicaManager,name=LeaderCount",
+                     "attribute": "Value", "type": "read"}
+    if broker is not None:
+        request["target"] = {"url": PROXY.format(broker)}
+    entry = {"request": request, "timestamp": int(NOW.timestamp()), "status": status}
+    if status == 200:
+        entry["value"] = value
+    else:
+        entry["error"] = "refused"
+    return entry
+
+
+@pytest.mark.parametrize("entries, brokers", [
+    ([proxied(1, 11), proxied(2, 22)], ["1", "2"]),
+    ([proxied(2, 22), proxied(1, 11)], ["2", "1"]),
+    ([proxied(1, 11), proxied(1, 12)], ["1", "1"]),
+    # the failed read of another target names nothing about the one that was read
+    ([proxied(1, 11), proxied(2, None, status=404)], ["1"]),
+    # an entry without a target is the proxy's own JVM: no broker from the others' targets
+    ([proxied(1, 11), proxied(None, 33)], ["1", None]),
+])
+def test_a_bulk_read_of_several_targets_gives_each_sample_its_own_targets_broker(
+        entries: list[dict], brokers: list[str | None]) -> None:
+    """A Jolokia proxy's bulk read names a target per entry; each entry's samples are that
+    target's, not the last entry's (which would put one broker's values on another)."""
+    batch = decode_record_batch(records(orjson.dumps(entries), key=None), DecodeContext())
+    rows = batch.to_pylist()
+    got = [(r["value"], r["broker"]) for r in rows if r["reject_reason"] is None]
+    values = [e["value"] for e in entries if e["status"] == 200]
+    assert got == [(float(v), b) for v, b in zip(values, brokers, strict=True) if b is not None]
+    rejected = [r["reject_reason"] for r in rows if r["reject_reason"] is not None]
+    assert rejected == ([] if None not in brokers else
+                        ["no_broker_identity: LeaderCount"])
