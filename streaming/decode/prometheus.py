@@ -6,7 +6,10 @@ every field a string, no record key:
     {"timestamp": "2024-05-01T12:00:00Z", "value": "42", "name": "kafka_...",
      "labels": {"__name__": "kafka_...", "instance": "kafka-1:9404", "job": "kafka", ...}}
 
-- `timestamp` is RFC 3339, second precision in practice (fractions and offsets accepted).
+- `timestamp` is RFC 3339, second precision in practice (fractions and offsets accepted;
+  no offset is UTC). ISO 8601's other forms, which datetime.fromisoformat also reads (a date
+  alone, a time without seconds, week dates, the basic format), are bad_timestamp: a date
+  alone would be read as midnight.
 - `value` is Go's float formatting: "NaN", "+Inf", "-Inf" parse to non-finite floats, which
   the hard rules in records.py quarantine (non_finite_value). Remote-write staleness markers
   arrive as "NaN" and land there too.
@@ -20,6 +23,7 @@ A JSON array of such objects is accepted too (one record, several samples).
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from typing import Any
 
@@ -29,11 +33,15 @@ from streaming.decode.common import DecodeError, Observation, Observations
 from streaming.number_text import plain_float
 
 NAME_LABEL = "__name__"
+RFC_3339 = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?"
+                      r"(?:Z|[+-][0-9]{2}:[0-9]{2})?")
 
 
 @cached_when_short(4096)
 def parse_timestamp(text: str) -> float:
     """RFC 3339 -> epoch seconds; a time without offset is UTC."""
+    if RFC_3339.fullmatch(text) is None:
+        raise DecodeError("bad_timestamp", f"not RFC 3339: {text[:60]!r}")
     try:
         parsed = datetime.fromisoformat(text)
         if parsed.tzinfo is None:

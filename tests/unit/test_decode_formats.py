@@ -293,6 +293,36 @@ def test_prometheus_timestamp_and_value_parsing():
     assert rejects(batch)[0].startswith("wrong_type")
 
 
+@pytest.mark.parametrize("text, expected", [
+    ("2024-05-01T12:00:07Z", datetime(2024, 5, 1, 12, 0, 7, tzinfo=UTC)),
+    ("2024-05-01T12:00:07.25Z", datetime(2024, 5, 1, 12, 0, 7, 250000, tzinfo=UTC)),
+    ("2024-05-01T14:00:07+02:00", datetime(2024, 5, 1, 12, 0, 7, tzinfo=UTC)),
+    ("2024-05-01T12:00:07-00:00", datetime(2024, 5, 1, 12, 0, 7, tzinfo=UTC)),
+    ("2024-05-01T12:00:07", datetime(2024, 5, 1, 12, 0, 7, tzinfo=UTC)),  # no offset: UTC
+])
+def test_a_prometheus_rfc_3339_timestamp_is_read(text, expected):
+    row = one(decode([adapter("kafka_server_replicamanager_leadercount", "1", ts=text)]))
+    assert row["ts"] == expected
+
+
+@pytest.mark.parametrize("text", [
+    "2024-05-01",  # a date: midnight, a time the adapter never meant
+    "2024-05-01T12Z", "2024-05-01T12:00Z",  # no seconds: truncated to the hour or minute
+    "20240501T120007Z",  # ISO 8601 basic format
+    "2024-W18-3T12:00:07Z",  # an ISO week date
+    "2024-05-01T12:00:07,5Z", "2024-05-01T12:00:07.Z",  # comma or empty fraction
+    "2024-05-01T14:00:07+0200", "2024-05-01T14:00:07+02", "2024-05-01T14:00:07+02:00:30",
+    "2024-05-01T12:00:07Z\n", "\u0662\u0660\u0662\u0664-05-01T12:00:07Z",
+])
+def test_a_prometheus_timestamp_python_reads_but_rfc_3339_does_not_is_quarantined(text):
+    """datetime.fromisoformat reads ISO 8601's other forms too; the adapter writes Go's
+    time.RFC3339. A date alone or a time without seconds would be taken as midnight or the
+    whole hour, a wrong time the skew check lets through near it."""
+    batch = decode([adapter("kafka_server_replicamanager_leadercount", "1", ts=text)])
+    assert [r.split(":")[0] for r in rejects(batch)] == ["bad_timestamp"]
+    assert batch.num_rows == 1
+
+
 def test_prometheus_negative_counter_is_quarantined():
     batch = decode([adapter("kafka_server_replicamanager_isrshrinks_total", "-1")])
     assert rejects(batch)[0].startswith("negative_counter")
