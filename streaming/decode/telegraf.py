@@ -10,7 +10,9 @@ or the batch form {"metrics": [ ... ]} (json_batch / batch output).
 
 - (measurement, field) is looked up in the catalog (jolokia2 layout: `field_prefix = "$1."`
   gives "<MBean name>.<attribute>"); unknown fields are kept with metric = null and
-  raw_name "<measurement>/<field>". String and boolean fields are not metrics and are skipped.
+  raw_name "<measurement>/<field>". String and boolean fields are not metrics and are skipped,
+  unless the catalog names the field: that one not a number is a broken exporter, rejected
+  (wrong_type) as the Jolokia decoder rejects it, not dropped unseen; null is no value.
 - Tags are labels; identity tags (host, jolokia_agent_url, cluster, ...) are resolved and
   stripped by records.py.
 - `timestamp` is in `json_timestamp_units` (default 1s). Other units are recognised by
@@ -23,7 +25,7 @@ import math
 from typing import Any
 
 from streaming.catalog import Catalog
-from streaming.decode.common import DecodeError, Observation, Observations
+from streaming.decode.common import DecodeError, Observation, Observations, Rejected
 
 
 def _seconds(raw: Any) -> float:
@@ -42,7 +44,7 @@ def _seconds(raw: Any) -> float:
     return ts
 
 
-def _metric(catalog: Catalog, doc: Any) -> list[Observation]:
+def _metric(catalog: Catalog, doc: Any) -> list[Observation | Rejected]:
     if not isinstance(doc, dict):
         raise DecodeError("wrong_type", "a Telegraf metric must be an object")
     name = doc.get("name")
@@ -61,10 +63,13 @@ def _metric(catalog: Catalog, doc: Any) -> list[Observation]:
     ts = _seconds(doc["timestamp"])
     out = Observations()
     for field_name, raw in fields.items():
+        found = catalog.from_telegraf(name, field_name)
         if isinstance(raw, bool) or not isinstance(raw, int | float):
+            if found is not None and raw is not None:
+                out.append(Rejected("wrong_type", f"{name}/{field_name[:120]}="
+                                                  f"{str(raw)[:60]!r} is not a number"))
             continue
         value = float(raw)
-        found = catalog.from_telegraf(name, field_name)
         if found is None:
             raw_name = f"{name}/{field_name}"
             out.append(Observation(ts, None, "Value", value, "gauge",
@@ -76,7 +81,7 @@ def _metric(catalog: Catalog, doc: Any) -> list[Observation]:
     return out
 
 
-def decode(doc: Any, catalog: Catalog) -> tuple[list[Observation], dict[str, str]]:
+def decode(doc: Any, catalog: Catalog) -> tuple[list[Observation | Rejected], dict[str, str]]:
     if isinstance(doc, dict) and "metrics" in doc and "fields" not in doc:
         metrics = doc["metrics"]
         if not isinstance(metrics, list):

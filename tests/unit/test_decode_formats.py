@@ -442,6 +442,26 @@ def test_telegraf_string_fields_are_skipped_not_zero():
     assert not math.isnan(row["value"])
 
 
+@pytest.mark.parametrize("raw", ["3", True, False, [3], {"Value": 3}])
+def test_a_telegraf_catalog_field_that_is_not_a_number_is_quarantined_not_dropped(raw):
+    """A field the catalog names is a number in every jolokia2 output; written otherwise it
+    is a broken exporter, reported as the Jolokia decoder reports it (wrong_type), while the
+    record's other fields stay samples. A boolean is not read as 1 or 0."""
+    doc = tg({"UnderReplicatedPartitions.Value": raw, "LeaderCount.Value": 3,
+              "IsrShrinksPerSec.RateUnit": "SECONDS"})
+    rows = decode([(None, orjson.dumps(doc))]).to_pylist()
+    assert [(r["metric"], r["value"]) for r in rows if r["reject_reason"] is None] == [
+        ("LeaderCount", 3.0)]
+    assert [r["reject_reason"].split(":")[0] for r in rows if r["reject_reason"]] == [
+        "wrong_type"]
+
+
+def test_a_telegraf_null_field_is_no_value():
+    doc = tg({"UnderReplicatedPartitions.Value": None, "LeaderCount.Value": 3})
+    row = one(decode([(None, orjson.dumps(doc))]))
+    assert (row["metric"], row["reject_reason"]) == ("LeaderCount", None)
+
+
 # ---- numbers written as text ----------------------------------------------------------
 
 @pytest.mark.parametrize("text", ["1_000", " 7", "7\n", "\u0669", "１"])
