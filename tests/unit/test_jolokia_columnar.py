@@ -231,3 +231,63 @@ def test_label_limits_apply_to_names_already_decoded_under_other_limits():
                             for row in rejected)
     assert len(rejected) == sum(row["metric"] == "NumLogSegments" for row in both(
         batch, CONTEXTS["auto"])[0])
+
+
+def _read(value: bytes = b"1", ts: bytes = b"%d" % T0, status: bytes = b"200",
+          mbean: bytes = b"kafka.server:type=ReplicaManager,name=UnderMinIsrPartitionCount",
+          attribute: bytes = b'"Value"', target: bytes = b"", extra: bytes = b"") -> bytes:
+    return (b'{"request":{"mbean":"' + mbean + b'","attribute":' + attribute
+            + b',"type":"read"' + target + b'},"value":' + value + b',"timestamp":' + ts
+            + b',"status":' + status + extra + b"}")
+
+
+# Single-attribute reads a producer could send, each one a line of JSON within the columnar
+# path's framing: both decoders must give the same rows, rejects and their reasons included.
+HOSTILE_READS = {
+    "bool value": _read(b"true"), "false value": _read(b"false"),
+    "text value": _read(b'"1"'), "null value": _read(b"null"), "list value": _read(b"[1]"),
+    "object value": _read(b'{"Value":1}'), "past int64": _read(b"9223372036854775808"),
+    "past uint64": _read(b"18446744073709551616"), "1e308": _read(b"1e308"),
+    "underflow": _read(b"1e-400"), "minus zero": _read(b"-0"), "2**53+1": _read(b"9007199254740993"),
+    "bool time": _read(ts=b"true"), "text time": _read(ts=b'"1714564800"'),
+    "ms time": _read(ts=b"%d" % (T0 * 1000)), "zero time": _read(ts=b"0"),
+    "negative time": _read(ts=b"-1"), "huge time": _read(ts=b"1e300"),
+    "fraction time": _read(ts=b"1714564800.9999999999"), "null time": _read(ts=b"null"),
+    "text status": _read(status=b'"200"'), "float status": _read(status=b"200.0"),
+    "2e2 status": _read(status=b"2e2"), "fractional status": _read(status=b"200.5"),
+    "bool status": _read(status=b"true"), "null status": _read(status=b"null"),
+    "number attribute": _read(attribute=b"5"), "null attribute": _read(attribute=b"null"),
+    "empty attribute": _read(attribute=b'""'), "list attribute": _read(attribute=b'["Value"]'),
+    "number mbean after a text one": _read(mbean=b'","mbean":5,"x":"'),
+    "empty mbean": _read(mbean=b""), "empty key": _read(mbean=b"kafka.server:=x"),
+    "empty property value": _read(
+        mbean=b"kafka.server:type=ReplicaManager,name=UnderMinIsrPartitionCount,topic="),
+    "escaped NUL": _read(mbean=b"kafka.server:type=ReplicaManager,name=X\\u0000"),
+    "lone surrogate": _read(mbean=b"kafka.server:type=ReplicaManager,name=X\\ud800"),
+    "surrogate pair": _read(mbean=b"kafka.server:type=ReplicaManager,name=X\\ud83d\\ude00"),
+    "raw tab": _read(mbean=b"kafka.server:type=Replica\tManager,name=X"),
+    "number url": _read(target=b',"target":{"url":5}'),
+    "empty url": _read(target=b',"target":{"url":""}'),
+    "text target": _read(target=b',"target":"http://kafka-3:8778/jolokia"'),
+    "duplicate value": _read(extra=b',"value":2'),
+    "duplicate status": _read(status=b"404", extra=b',"status":200'),
+    "duplicate request": _read(extra=b',"request":{"mbean":"kafka.server:type=ReplicaManager,'
+                                     b'name=IsrShrinksPerSec","attribute":"Count"}'),
+    "escaped key": _read().replace(b'"value"', b'"val\\u0075e"'),
+    "leading zero": _read(b"01"), "trailing comma": _read(extra=b","),
+    "NaN in a string": _read(extra=b',"x":"NaN"'),
+    "deep nesting": _read(extra=b',"x":' + b"[" * 800 + b"]" * 800),
+    "two documents": _read() + _read(),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE_READS))
+def test_hostile_single_reads_decode_identically(name):
+    good = fleet_messages(3)
+    when = datetime.fromtimestamp(T0, UTC)
+    for key in (b"east/3", None):
+        for messages in ([(key, HOSTILE_READS[name], when)],
+                         [*good, (key, HOSTILE_READS[name], when), *good]):
+            for ctx in CONTEXTS.values():
+                fast, slow = both(records(messages), ctx)
+                assert fast == slow
