@@ -3,7 +3,8 @@
 Layouts handled (Jolokia protocol, "read" operation):
 - request names one MBean, no attribute:  value = {attribute: number, ...}
 - request names one MBean and attribute:  value = number
-- request names a pattern (wildcards):    value = {objectName: {attribute: number, ...}}
+- request names a pattern (wildcards):    value = {objectName: {attribute: number, ...}},
+                                           whether or not it names attributes
 Entries with status != 200 are skipped and an MBean whose ObjectName does not parse is
 rejected alone (`bad_mbean`): a bulk read keeps its other entries' samples. A record
 whose every entry failed is rejected as `source_error` with Jolokia's error, so an agent
@@ -123,6 +124,13 @@ def _entry_observations(catalog: Catalog, entry: Any, hints: dict[str, str] | No
         if ts is None or not math.isfinite(ts):
             raise DecodeError("wrong_type", "timestamp must be epoch seconds")
     mbean, value = request["mbean"], entry["value"]
+    if ("*" in mbean or "?" in mbean) and isinstance(value, dict):
+        # {ObjectName: {attribute: value}}, the request's attributes named or not
+        out = Observations()
+        for object_name, attributes in value.items():
+            if isinstance(attributes, dict):
+                out.extend(_mbean_observations(catalog, object_name, attributes, ts, hints))
+        return out
     attribute = request.get("attribute")
     if isinstance(attribute, str):
         return _mbean_observations(catalog, mbean, {attribute: value}, ts, hints)
@@ -131,12 +139,6 @@ def _entry_observations(catalog: Catalog, entry: Any, hints: dict[str, str] | No
         if number is None:
             raise DecodeError("wrong_type", f"value of {mbean[:120]} is not a number or object")
         raise DecodeError("missing_field", "request.attribute for a scalar value")
-    if "*" in mbean or "?" in mbean:
-        out = Observations()
-        for object_name, attributes in value.items():
-            if isinstance(attributes, dict):
-                out.extend(_mbean_observations(catalog, object_name, attributes, ts, hints))
-        return out
     return _mbean_observations(catalog, mbean, value, ts, hints)
 
 

@@ -213,3 +213,20 @@ def test_a_bulk_read_of_several_targets_gives_each_sample_its_own_targets_broker
     rejected = [r["reject_reason"] for r in rows if r["reject_reason"] is not None]
     assert rejected == ([] if None not in brokers else
                         ["no_broker_identity: LeaderCount"])
+
+
+@pytest.mark.parametrize("attribute", [{"attribute": "Value"}, {"attribute": ["Value"]}, {}])
+def test_a_pattern_read_of_named_attributes_decodes_each_mbean(attribute: dict) -> None:
+    """A pattern read answers {ObjectName: {attribute: value}} whether or not the request
+    names its attributes; read as one scalar of the pattern it gave no sample, silently in
+    a bulk read."""
+    ts = int(NOW.timestamp())
+    pattern = {"request": {"mbean": "kafka.server:type=ReplicaManager,name=*", "type": "read",
+                           **attribute},
+               "value": {"kafka.server:type=ReplicaManager,name=LeaderCount": {"Value": 3},
+                         "kafka.server:type=ReplicaManager,name=PartitionCount": {"Value": 9}},
+               "timestamp": ts, "status": 200}
+    rows = decode(pattern, [pattern])
+    assert [(r["source_offset"], r["metric"], r["value"]) for r in rows] == [
+        (0, "LeaderCount", 3.0), (0, "PartitionCount", 9.0),
+        (1, "LeaderCount", 3.0), (1, "PartitionCount", 9.0)]
