@@ -518,3 +518,41 @@ def test_a_quantile_label_in_other_digits_names_no_percentile():
 
     assert quantile_attribute("0.99") == "99thPercentile"
     assert quantile_attribute("\uff10.\uff19\uff19") is None and quantile_attribute(" 0.99") is None
+
+
+# ---- hostile records: each quarantined with its reason, never a decoder_error --------------
+
+ADAPTER_URP = "kafka_server_replicamanager_underreplicatedpartitions"
+
+
+def _adapter(**fields) -> bytes:
+    doc = {"labels": {"__name__": ADAPTER_URP, "instance": "kafka-7:9404"}, "value": "1",
+           "timestamp": "2024-05-01T12:00:00Z", **fields}
+    return orjson.dumps(doc)
+
+
+HOSTILE = [
+    (_adapter(value=True), "wrong_type"), (_adapter(value=None), "wrong_type"),
+    (_adapter(value=[1]), "wrong_type"), (_adapter(value=""), "wrong_type"),
+    (_adapter(value="9" * 400), "non_finite_value"),  # finite text, infinite as a double
+    (_adapter(timestamp=None), "missing_field"), (_adapter(timestamp=int(T0)), "wrong_type"),
+    (_adapter(timestamp="0001-01-01T00:00:00Z"), "timestamp_skew"),
+    (_adapter(labels={"__name__": ""}), "missing_field"),
+    (_adapter(labels={"__name__": ADAPTER_URP, "instance": None}), "wrong_type"),
+    (_adapter(labels={"__name__": ADAPTER_URP, "instance": ""}), "no_broker_identity"),
+    (orjson.dumps([orjson.loads(_adapter()), 5]), "wrong_type"),
+    (orjson.dumps(tg({"LeaderCount.Value": 1}, ts=True)), "wrong_type"),
+    (orjson.dumps(tg({"LeaderCount.Value": 1}, ts="1714564800")), "wrong_type"),
+    (orjson.dumps(tg({"LeaderCount.Value": 1}, ts=2**64 - 1)), "timestamp_skew"),
+    (orjson.dumps(tg({"LeaderCount.Value": 1}, ts=None)), "wrong_type"),
+    (orjson.dumps({**tg({"LeaderCount.Value": 1}), "tags": {"host": None}}), "wrong_type"),
+    (orjson.dumps({**tg({"LeaderCount.Value": 1}), "name": None}), "missing_field"),
+    (orjson.dumps({**tg({"LeaderCount.Value": 1}), "fields": None}), "missing_field"),
+    (orjson.dumps({"metrics": [tg({"LeaderCount.Value": 1}), None]}), "wrong_type"),
+]
+
+
+@pytest.mark.parametrize("value, reason", HOSTILE)
+def test_a_hostile_record_is_quarantined_with_its_reason(value: bytes, reason: str) -> None:
+    rows = decode([(None, value)]).to_pylist()
+    assert [r["reject_reason"].split(":")[0] for r in rows] == [reason], rows
