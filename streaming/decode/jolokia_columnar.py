@@ -36,7 +36,7 @@ import pyarrow.json as pa_json
 from streaming.bounded_cache import ANSWER_KEY_CHARS, AnswerCache
 from streaming.catalog import Catalog
 from streaming.decode.common import LIMITS, DecodeError, check_labels, decoded_batch, header_groups
-from streaming.decode.jolokia import resolve_attribute
+from streaming.decode.jolokia import HINT, resolve_attribute
 
 FAST_MAX_BYTES = 2000
 SCAN_WITH_NUMPY = 4096  # below this, bytes' own search is faster than numpy's set-up
@@ -44,7 +44,6 @@ MIN_PIECE = 1024
 FAILED_PARSES_PER_CHUNK = 16
 EXACT_LIMIT = float(2**53)
 FORMAT = "jolokia"
-HINT = "jolokia_agent_url"
 
 _READ_SCHEMA = pa.schema([
     ("request", pa.struct([
