@@ -54,9 +54,10 @@ def spark_conf(config: Config) -> dict[str, str]:
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.streaming.stopGracefullyOnShutdown": "true",
-        # 1g: in local mode this heap is the executor's too; 200k-record batches (the
-        # default cap) fit with room, and a larger heap with larger batches mostly raises
-        # the process tree's peak RSS (docs/performance.md).
+        # 1g: in local mode this heap is the executor's too; 1M-record batches (the
+        # default cap) fit with room, as what the read tasks send is their files and
+        # partials, and a larger heap mostly raises the process tree's peak RSS
+        # (docs/performance.md).
         "spark.driver.memory": "1g",
         # pyspark.daemon without pyspark's redundant zip archives on the workers' path:
         # ~0.1 s less per task (see streaming/runtime/spark_daemon.py)

@@ -74,6 +74,7 @@ import streaming  # noqa: E402, F401 - its __init__ sets mimalloc's purge delay:
 import pyarrow as pa  # noqa: E402
 from confluent_kafka import Producer  # noqa: E402
 
+from streaming.config import SourceConfig  # noqa: E402
 from streaming.decode.packing import unpack  # noqa: E402
 from streaming.decode.records import DecodeContext  # noqa: E402
 from streaming.simulate.formats import jolokia_single  # noqa: E402
@@ -85,6 +86,7 @@ from tests.benchmarks.proctree import (  # noqa: E402
     driver_us,
     job_cpu_seconds,
     tree_cpu_seconds,
+    tree_rss_mb,
 )
 
 RESULTS = Path(__file__).resolve().parent / "results" / "pipeline.json"
@@ -313,7 +315,16 @@ def full_job(bootstrap: str, topic: str, total: int, cap: int,
         durations: list[dict[str, int]] = []  # Spark's durationMs of each batch
         cpu: list[dict[str, float]] = []  # process tree CPU seconds at each batch's end
         roles: list[dict[str, float]] = []  # the same per role (driver, executors, ...)
+        # the job's process tree without the broker, sampled every second: MB per kind at
+        # the sample whose total was largest
+        rss_peak: dict[str, float] = {"total": 0.0}
+        rss_at = 0.0
         while sum(rows for _, rows in batches) < total:
+            if time.time() - rss_at >= 1.0:
+                rss_at = time.time()
+                rss = tree_rss_mb(os.getpid())
+                rss["total"] -= rss.pop("broker", 0.0)
+                rss_peak = max(rss_peak, rss, key=lambda sample: sample["total"])
             ended = finished_since(job.query, batches[-1][0][0] if batches else None)
             if ended:
                 at = time.time()
@@ -338,6 +349,7 @@ def full_job(bootstrap: str, topic: str, total: int, cap: int,
         shutil.rmtree(work, ignore_errors=True)
     result: dict[str, Any] = {
         "batches": len(batches), **rate_figures(first_end, last_end, after_first, cpu, roles),
+        "peak_rss_mb_without_broker": {kind: round(mb) for kind, mb in rss_peak.items()},
         # seconds per step summed over the measured batches (all but the first); the
         # signal steps overlap the next batch's read, so they do not add up to the time
         "step_seconds": {name: round(sum(s.get(name, 0.0) for s in measured), 2)
@@ -412,8 +424,9 @@ def job_session(bootstrap: str, environ: dict[str, str] | None = None) -> Iterat
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=2_000_000)
-    parser.add_argument("--cap", type=int, default=250_000,
-                        help="records per micro-batch (source.max_offsets_per_trigger)")
+    parser.add_argument("--cap", type=int, default=SourceConfig().max_offsets_per_trigger,
+                        help="records per micro-batch (source.max_offsets_per_trigger; "
+                             "default: the job's)")
     parser.add_argument("--trigger-seconds", type=float, default=0.0,
                         help="spark.trigger_seconds; 0 (default) runs batches back to back so "
                              "that cap/trigger, the job's rate limit, does not cap the figure")
