@@ -146,11 +146,12 @@ class SourceConfig:
     topics: list[TopicConfig] = field(default_factory=lambda: [TopicConfig(name="kafka-metrics")])
     subscribe_pattern: str | None = None
     starting_offsets: str = "earliest"
-    # 1M: between two batches' reads the read tasks idle while the driver does its fixed
-    # share of a batch (Spark's loop, the bronze commit, the held windows' step); at 250k
-    # that left a catch-up at 60-65 % of the raw read, at 1M it reads 94-96 % of it, for
-    # about 0.6 GB more peak RSS (docs/performance.md, "The default batch size").
-    max_offsets_per_trigger: int | None = 1_000_000
+    # 500k: between two batches' reads the read tasks idle while the driver does its fixed
+    # share of a batch (Spark's loop, the bronze commit, the held windows' step). On 2
+    # cores a catch-up read 60-65 % of the raw read at 250k, 86-92 % at 500k, 94-96 % at
+    # 1M; the peak RSS grows with the cap, at 1M to within 50 MB of the 2.5 GB bar at 100k
+    # samples/s (docs/performance.md, "The default batch size").
+    max_offsets_per_trigger: int | None = 500_000
     # Python source only: read tasks per batch (null: Spark's default parallelism, the
     # cores) and the fewest records worth a task of their own (below it, fewer tasks).
     max_tasks: int | None = None

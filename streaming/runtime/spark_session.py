@@ -54,7 +54,7 @@ def spark_conf(config: Config) -> dict[str, str]:
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.streaming.stopGracefullyOnShutdown": "true",
-        # 1g: in local mode this heap is the executor's too; 1M-record batches (the
+        # 1g: in local mode this heap is the executor's too; 500k-record batches (the
         # default cap) fit with room, as what the read tasks send is their files and
         # partials, and a larger heap mostly raises the process tree's peak RSS
         # (docs/performance.md).
