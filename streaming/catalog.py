@@ -68,6 +68,8 @@ def parse_object_name(object_name: str) -> tuple[str, dict[str, str]]:
             in_quotes = True
         elif ch == ",":
             name = "".join(key).strip()
+            if not name:  # JMX refuses an empty key too: it would be a label without a name
+                raise ValueError(f"empty key in ObjectName: {object_name[:200]!r}")
             if name in props:  # JMX refuses such a name: no broker publishes one
                 raise ValueError(f"key {name[:60]!r} given twice in ObjectName: "
                                  f"{object_name[:200]!r}")

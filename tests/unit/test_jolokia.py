@@ -37,6 +37,26 @@ def test_object_name_with_quoted_values():
     with pytest.raises(ValueError, match="given twice"):  # which would win is a guess
         parse_object_name("kafka.server:type=ReplicaManager,name=LeaderCount,"
                           "name=UnderMinIsrPartitionCount")
+    for empty_key in ("kafka.server:=x", "kafka.server:type=ReplicaManager, =x",
+                      "kafka.log:type=Log,name=Size,=0"):
+        with pytest.raises(ValueError, match="empty key"):
+            parse_object_name(empty_key)
+
+
+def test_an_mbean_with_an_empty_key_is_rejected_alone() -> None:
+    """JMX has no ObjectName with an empty key; one in a pattern read's answer is a
+    producer's error, rejected as bad_mbean while its neighbours' samples are kept."""
+    ts = int(NOW.timestamp())
+    rows = decode([{"request": {"mbean": "kafka.log:type=Log,name=NumLogSegments,*",
+                                "type": "read"},
+                    "value": {"kafka.log:type=Log,name=NumLogSegments,topic=a,partition=0":
+                              {"Value": 3},
+                              "kafka.log:type=Log,name=NumLogSegments,=a,partition=1":
+                              {"Value": 4}},
+                    "timestamp": ts, "status": 200}])
+    kept = [r for r in rows if r["reject_reason"] is None]
+    assert [(r["metric"], r["value"]) for r in kept] == [("NumLogSegments", 3.0)]
+    assert [r["reject_reason"].split(":")[0] for r in rows if r["reject_reason"]] == ["bad_mbean"]
 
 
 def test_three_response_shapes_decode_to_canonical_samples():
