@@ -6,10 +6,10 @@ every field a string, no record key:
     {"timestamp": "2024-05-01T12:00:00Z", "value": "42", "name": "kafka_...",
      "labels": {"__name__": "kafka_...", "instance": "kafka-1:9404", "job": "kafka", ...}}
 
-- `timestamp` is RFC 3339, second precision in practice (fractions and offsets accepted;
-  no offset is UTC). ISO 8601's other forms, which datetime.fromisoformat also reads (a date
-  alone, a time without seconds, week dates, the basic format), are bad_timestamp: a date
-  alone would be read as midnight.
+- `timestamp` is RFC 3339, second precision in practice (fractions and offsets accepted,
+  "t" and "z" in either case; no offset is UTC). ISO 8601's other forms, which
+  datetime.fromisoformat also reads (a date alone, a time without seconds, week dates, the
+  basic format), are bad_timestamp: a date alone would be read as midnight.
 - `value` is Go's float formatting: "NaN", "+Inf", "-Inf" parse to non-finite floats, which
   the hard rules in records.py quarantine (non_finite_value). Remote-write staleness markers
   arrive as "NaN" and land there too.
@@ -34,7 +34,7 @@ from streaming.number_text import plain_float
 
 NAME_LABEL = "__name__"
 RFC_3339 = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?"
-                      r"(?:Z|[+-][0-9]{2}:[0-9]{2})?")
+                      r"(?:[Zz]|[+-][0-9]{2}:[0-9]{2})?")
 
 
 @cached_when_short(4096)
@@ -43,7 +43,8 @@ def parse_timestamp(text: str) -> float:
     if RFC_3339.fullmatch(text) is None:
         raise DecodeError("bad_timestamp", f"not RFC 3339: {text[:60]!r}")
     try:
-        parsed = datetime.fromisoformat(text)
+        # RFC 3339 section 5.6 allows a lowercase "t" and "z"; fromisoformat reads only "Z".
+        parsed = datetime.fromisoformat(text[:-1] + "Z" if text.endswith("z") else text)
         if parsed.tzinfo is None:
             parsed = parsed.replace(tzinfo=UTC)
         return parsed.timestamp()

@@ -299,6 +299,8 @@ def test_prometheus_timestamp_and_value_parsing():
     ("2024-05-01T14:00:07+02:00", datetime(2024, 5, 1, 12, 0, 7, tzinfo=UTC)),
     ("2024-05-01T12:00:07-00:00", datetime(2024, 5, 1, 12, 0, 7, tzinfo=UTC)),
     ("2024-05-01T12:00:07", datetime(2024, 5, 1, 12, 0, 7, tzinfo=UTC)),  # no offset: UTC
+    ("2024-05-01t12:00:07z", datetime(2024, 5, 1, 12, 0, 7, tzinfo=UTC)),  # RFC 3339 5.6
+    ("2024-05-01T12:00:07.5z", datetime(2024, 5, 1, 12, 0, 7, 500000, tzinfo=UTC)),
 ])
 def test_a_prometheus_rfc_3339_timestamp_is_read(text, expected):
     row = one(decode([adapter("kafka_server_replicamanager_leadercount", "1", ts=text)]))
@@ -312,7 +314,7 @@ def test_a_prometheus_rfc_3339_timestamp_is_read(text, expected):
     "2024-W18-3T12:00:07Z",  # an ISO week date
     "2024-05-01T12:00:07,5Z", "2024-05-01T12:00:07.Z",  # comma or empty fraction
     "2024-05-01T14:00:07+0200", "2024-05-01T14:00:07+02", "2024-05-01T14:00:07+02:00:30",
-    "2024-05-01T12:00:07Z\n", "\u0662\u0660\u0662\u0664-05-01T12:00:07Z",
+    "2024-05-01T12:00:07Z\n", "2024-05-01T12:00:07zz", "\u0662\u0660\u0662\u0664-05-01T12:00:07Z",
 ])
 def test_a_prometheus_timestamp_python_reads_but_rfc_3339_does_not_is_quarantined(text):
     """datetime.fromisoformat reads ISO 8601's other forms too; the adapter writes Go's
