@@ -35,6 +35,7 @@ from streaming.decode.common import (
     header_groups,
 )
 from streaming.schemas import decoded_arrow_schema
+from streaming.signals.incidents import CLUSTER_WIDE
 
 # Detection tries these in order; their looks_like() are mutually exclusive by construction
 # (request / labels+value / resourceMetrics / fields), so the order only matters for speed.
@@ -215,6 +216,11 @@ class IdentityResolver:
         _bounded("cluster", cluster)
         if broker is not None:
             _bounded("broker", broker)
+            if broker == CLUSTER_WIDE:
+                # the incidents, the pages and the reports name a cluster-wide incident's
+                # broker so: a broker called that would page as the whole cluster
+                raise DecodeError("reserved_identity", f"broker {CLUSTER_WIDE!r} stands for "
+                                  "a whole cluster in kafka-health's incidents and pages")
         return cluster, broker, defaulted
 
 
