@@ -66,6 +66,7 @@ from typing import Any
 import yaml
 
 from streaming.config import AlertPushConfig, ConfigError
+from streaming.identity import CLUSTER_WIDE
 from streaming.redact import redact_text, redact_url
 
 LOG = logging.getLogger("kafka_health.alertpush")
@@ -77,7 +78,6 @@ OPEN_HOLD = timedelta(minutes=5)
 BACKOFF_SECONDS = 5.0
 # Resolved incidents older than this are not re-sent (Alertmanager already has them).
 RESOLVED_RESEND = timedelta(minutes=15)
-CLUSTER_WIDE = "*"
 
 
 # Incident kind -> the alertname of the Prometheus rule that pages for it. The alert's labels

@@ -34,8 +34,8 @@ from streaming.decode.common import (
     decoded_batch,
     header_groups,
 )
+from streaming.identity import CLUSTER_WIDE
 from streaming.schemas import decoded_arrow_schema
-from streaming.signals.incidents import CLUSTER_WIDE
 
 # Detection tries these in order; their looks_like() are mutually exclusive by construction
 # (request / labels+value / resourceMetrics / fields), so the order only matters for speed.

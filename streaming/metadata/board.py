@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from streaming.identity import CLUSTER_WIDE
 from streaming.metadata.causes import OFFLINE, UNDER_MIN_ISR, Cause, rank_causes
 from streaming.metadata.model import ClusterSnapshot
 
@@ -23,7 +24,6 @@ NO_LEADER = "none"
 # Incident kind (streaming.signals.incidents) -> the cause kind that explains it, and the
 # broker label of such an incident: the leader that reports it, or "*" cluster-wide.
 INCIDENT_KINDS = {"under_min_isr": UNDER_MIN_ISR, "offline_partitions": OFFLINE}
-CLUSTER_WIDE = "*"
 
 
 def leader_label(leader: int | None) -> str:

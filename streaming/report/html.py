@@ -28,6 +28,7 @@ from streaming.headroom.chart import (
     history_frame_from_rows,
     write_headroom_png,
 )
+from streaming.identity import CLUSTER_WIDE
 from streaming.report import charts
 from streaming.report.durability_view import per_rule, read_open_findings
 from streaming.report.headroom_view import BOUND_HEADERS, read_history
@@ -497,8 +498,10 @@ def _broker_labels(df: pd.DataFrame) -> pd.Series:
 
 
 def _scope(label: str) -> str:
-    if label == "*" or label.endswith("/*"):
-        return "cluster-wide" if label == "*" else f"cluster {label[:-2]} (cluster-wide)"
+    if label == CLUSTER_WIDE:
+        return "cluster-wide"
+    if label.endswith("/" + CLUSTER_WIDE):
+        return f"cluster {label.removesuffix('/' + CLUSTER_WIDE)} (cluster-wide)"
     return f"broker {label}"
 
 

@@ -32,9 +32,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from streaming.config import SignalsConfig
+from streaming.identity import CLUSTER_WIDE
 from streaming.schemas import arrow_schema
 
-CLUSTER_WIDE = "*"
 # Kinds whose condition is "this broker_signals column is above zero in the window" (and
 # whose peak is that column): the direct alert push reads them from a batch's broker rows.
 POSITIVE_BROKER_CONDITIONS = {
