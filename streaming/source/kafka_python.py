@@ -411,6 +411,16 @@ class KafkaStreamReader(DataSourceStreamReader):
                                               **client_config(self.options)})
         return self._admin_client
 
+    def _drop_clients(self) -> None:
+        """Forget the metadata clients, so the next trigger bootstraps fresh ones. A client
+        that met a broker restarting can stay disconnected after the broker is back: a
+        Metadata response listing no broker (a node that has not registered yet) empties
+        librdkafka's broker list for good (confluentinc/librdkafka#5301), and such a
+        client answers "Broker transport failure" from then on."""
+        meta, self._meta, self._admin_client = self._meta, None, None
+        if meta is not None:
+            meta.close()  # never subscribed: no group to leave, returns at once
+
     def _partitions(self) -> list[tuple[str, int]]:
         metadata = self._consumer().list_topics(timeout=15)
         out, refused = subscribed_partitions(metadata, self.topics, self.pattern)
@@ -496,6 +506,7 @@ class KafkaStreamReader(DataSourceStreamReader):
             # An unreachable broker is an outage to wait out, not a reason to kill an
             # always-on query (and crash-loop its pod): no new end, so no batch is planned.
             self._warn_unreachable(err)
+            self._drop_clients()
             return start
         lasted = self._unreachable.ended()
         if lasted is not None:
