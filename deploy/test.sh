@@ -10,8 +10,9 @@ if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then
 usage: bash deploy/test.sh [pytest arguments]
 
 Installs what the tests need (deploy/bootstrap.sh --test, Debian's prometheus, alertmanager
-and chromium), runs ruff, then pytest in one process (KAFKA_HEALTH_TEST_WORKERS=2 for two
-pytest-xdist workers) with the arguments given, e.g.
+and chromium), runs ruff, then pytest on two pytest-xdist workers, a test module at a time
+(KAFKA_HEALTH_TEST_WORKERS=0 for one process, e.g. to debug with -x or --pdb), with the
+arguments given, e.g.
   bash deploy/test.sh tests/unit          bash deploy/test.sh -k signals
 Benchmarks are not run here. pytest's own help: .venv/bin/python -m pytest --help
 USAGE
@@ -21,7 +22,7 @@ bash deploy/bootstrap.sh --test
 bash deploy/install-prometheus.sh
 bash deploy/install-chromium.sh
 .venv/bin/ruff check streaming tests dashboards
-# One process by default. KAFKA_HEALTH_TEST_WORKERS=2 runs two pytest-xdist workers, a module
-# at a time (tests/conftest.py): about 1.2x faster on 2 cores, not yet the default: under
-# that contention timing-sensitive tests have failed (README, "Set-up").
-exec .venv/bin/python -m pytest -p no:cacheprovider -n "${KAFKA_HEALTH_TEST_WORKERS:-0}" "$@"
+# Two pytest-xdist workers by default, a module at a time (tests/conftest.py): on 2 cores
+# about 1.35x faster than one process, whose tests wait on Kafka, Spark starts and windows
+# for a quarter of the time. KAFKA_HEALTH_TEST_WORKERS=0 runs one process.
+exec .venv/bin/python -m pytest -p no:cacheprovider -n "${KAFKA_HEALTH_TEST_WORKERS:-2}" "$@"

@@ -117,7 +117,7 @@ def _module_or_real_kafka(nodeid: str) -> str:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """With KAFKA_HEALTH_TEST_WORKERS=2, deploy/test.sh runs two workers; each takes a
+    """deploy/test.sh runs two workers (KAFKA_HEALTH_TEST_WORKERS); each takes a
     whole unit (see above) at a time, so a module's fixtures start once. (xdist's own
     `loadgroup` cannot do it under pytest 9: it renames the test ids through an attribute
     pytest no longer reads.)"""
