@@ -196,7 +196,10 @@ class IncidentNarrator:
         self.stopped = stopped
         self.open: dict[str, dict] = {}
         self.causes: dict[str, str] = {}  # the cause last said, per open incident
-        self.opened = self.resolved = self.pages = 0
+        # incidents said resolved: one open again was resolved on its window's first
+        # samples, and the rest of that window saw the condition again (same run, same id)
+        self.resolved_ids: set[str] = set()
+        self.opened = self.reopened = self.resolved = self.pages = 0
 
     def poll(self) -> None:
         from deltalake import DeltaTable
@@ -210,13 +213,20 @@ class IncidentNarrator:
             kind = row["kind"].replace("_", "-")
             if row["resolved_at"] is None and key not in self.open:
                 self.open[key] = row
-                self.opened += 1
                 cause = (f"; broker {row['broker']} is one the fault cycle stopped"
                          if row["kind"] == "stale_broker" and row["broker"] in self.stopped
                          else "")
-                self.say(f"INCIDENT opened: {kind} on {where} "
-                         f"({_magnitude(row['kind'], row['peak_value'])}) since "
-                         f"{row['started_at']:%H:%M:%S}Z{cause}")
+                if key in self.resolved_ids:
+                    self.reopened += 1
+                    self.say(f"INCIDENT reopened: {kind} on {where} "
+                             f"({_magnitude(row['kind'], row['peak_value'])}): back within "
+                             f"the window it resolved in, so one incident since "
+                             f"{row['started_at']:%H:%M:%S}Z{cause}")
+                else:
+                    self.opened += 1
+                    self.say(f"INCIDENT opened: {kind} on {where} "
+                             f"({_magnitude(row['kind'], row['peak_value'])}) since "
+                             f"{row['started_at']:%H:%M:%S}Z{cause}")
                 self._page(row)
             if row["resolved_at"] is None and row.get("cause") and \
                     self.causes.get(key) != row["cause"]:
@@ -226,6 +236,7 @@ class IncidentNarrator:
             elif row["resolved_at"] is not None and key in self.open:
                 del self.open[key]
                 self.causes.pop(key, None)
+                self.resolved_ids.add(key)
                 self.resolved += 1
                 lasted = (row["resolved_at"] - row["started_at"]).total_seconds()
                 self.say(f"RESOLVED: {kind} on {where} after {_duration(lasted)}")
@@ -304,8 +315,9 @@ def summary(narrator: IncidentNarrator, config: Config, data: Path) -> str:
         report = f"report   {write_report(config.delta.path, str(data / 'report'))}"
     except Exception as err:  # the tables are still there to look at
         report = f"report   not written ({err})"
-    return (f"\nsummary: {narrator.opened} incident(s) opened, {narrator.resolved} resolved, "
-            f"{narrator.pages} page(s)\n  {report}\n"
+    reopened = f", {narrator.reopened} reopened" if narrator.reopened else ""
+    return (f"\nsummary: {narrator.opened} incident(s) opened{reopened}, {narrator.resolved} "
+            f"resolved, {narrator.pages} page(s)\n  {report}\n"
             f"  tables   {config.delta.path}/{{{','.join(TABLES)}}}\n"
             f"  again    kafka-health report --delta {config.delta.path} --out {data / 'report'}\n")
 

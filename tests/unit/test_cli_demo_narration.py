@@ -52,6 +52,23 @@ def test_an_incident_is_announced_with_its_page_and_its_resolve(tmp_path: Path) 
     assert (watcher.opened, watcher.resolved, len(watcher.open)) == (1, 1, 0)
 
 
+def test_an_incident_open_again_after_its_resolve_is_said_reopened(tmp_path: Path) -> None:
+    """The resolve came from a window's first samples; the rest of that window saw the
+    condition again, so the run (and its id and start) goes on: not a new incident."""
+    watcher, lines = narrator(tmp_path)
+    write(tmp_path, [incident("a", "under_min_isr", "1", 6)])
+    watcher.poll()
+    write(tmp_path, [incident("a", "under_min_isr", "1", 6, START + timedelta(minutes=2))])
+    watcher.poll()
+    write(tmp_path, [incident("a", "under_min_isr", "1", 6)])
+    watcher.poll()
+    assert lines[-2] == ("INCIDENT reopened: under-min-isr on demo/1 (6 partitions): back "
+                         "within the window it resolved in, so one incident since 04:31:00Z")
+    assert lines[-1].startswith("PAGE: KafkaUnderMinIsrPartitions")
+    assert [line.split(":")[0] for line in lines].count("INCIDENT opened") == 1
+    assert (watcher.opened, watcher.reopened, watcher.resolved) == (1, 1, 1)
+
+
 def test_a_stale_broker_names_the_fault_that_stopped_it(tmp_path: Path) -> None:
     watcher, lines = narrator(tmp_path, stopped={"5"})
     write(tmp_path, [incident("s5", "stale_broker", "5", 75.0),
