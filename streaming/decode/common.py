@@ -7,6 +7,7 @@ about identity, quarantine or Arrow; `streaming.decode.records` does that once f
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
@@ -133,6 +134,27 @@ class Observations(list):
             return
         for item in items:
             self.append(item)
+
+
+def each_item(items: list[Any], decode_one: Callable[[Any], Any]) -> Observations:
+    """The observations of a record that is a list of items (a Telegraf batch, a list of
+    adapter samples), each decoded by `decode_one` (an observation or a list of them): a
+    broken item is quarantined in its place, named by its index, and the others are kept,
+    as a broken entry of a Jolokia bulk read is. The samples cap still refuses the record
+    whole: that bound is the record's, not an item's."""
+    out = Observations()
+    for index, item in enumerate(items):
+        try:
+            part = decode_one(item)
+        except DecodeError as err:
+            if err.reason == "too_many_samples":
+                raise
+            part = Rejected(err.reason, f"[{index}]: {err.detail}")
+        if isinstance(part, list):
+            out.extend(part)
+        else:
+            out.append(part)
+    return out
 
 
 def header_groups(headers: list[Any] | None) -> dict[str, str]:

@@ -29,7 +29,7 @@ from typing import Any
 
 from streaming.bounded_cache import cached_when_short
 from streaming.catalog import Catalog
-from streaming.decode.common import DecodeError, Observation, Observations
+from streaming.decode.common import DecodeError, Observation, Observations, each_item
 from streaming.number_text import plain_float
 
 NAME_LABEL = "__name__"
@@ -104,9 +104,10 @@ def _sample(catalog: Catalog, doc: Any) -> Observation:
 
 def decode(doc: Any, catalog: Catalog) -> tuple[list[Observation], dict[str, str]]:
     """Observations of one message; identity travels in the labels, so no record hints."""
+    if isinstance(doc, list):
+        return each_item(doc, lambda item: _sample(catalog, item)), {}
     out = Observations()
-    for item in doc if isinstance(doc, list) else [doc]:
-        out.append(_sample(catalog, item))
+    out.append(_sample(catalog, doc))
     return out, {}
 
 

@@ -25,7 +25,13 @@ import math
 from typing import Any
 
 from streaming.catalog import Catalog
-from streaming.decode.common import DecodeError, Observation, Observations, Rejected
+from streaming.decode.common import (
+    DecodeError,
+    Observation,
+    Observations,
+    Rejected,
+    each_item,
+)
 
 
 def _seconds(raw: Any) -> float:
@@ -86,10 +92,7 @@ def decode(doc: Any, catalog: Catalog) -> tuple[list[Observation | Rejected], di
         metrics = doc["metrics"]
         if not isinstance(metrics, list):
             raise DecodeError("wrong_type", "metrics must be a list")
-        out = Observations()
-        for item in metrics:
-            out.extend(_metric(catalog, item))
-        return out, {}
+        return each_item(metrics, lambda item: _metric(catalog, item)), {}
     return _metric(catalog, doc), {}
 
 

@@ -425,6 +425,35 @@ def test_telegraf_timestamp_units_and_batch_form():
     assert [r["metric"] for r in rows] == ["LeaderCount", "ActiveControllerCount"]
 
 
+@pytest.mark.parametrize("broken, reason", [
+    (None, "wrong_type"), ("x", "wrong_type"), ({"name": "kafka_controller"}, "missing_field"),
+    ({**tg({"LeaderCount.Value": 1}), "tags": {"host": None}}, "wrong_type"),
+    ({**tg({"LeaderCount.Value": 1}), "timestamp": "now"}, "wrong_type")])
+def test_one_broken_metric_of_a_telegraf_batch_is_quarantined_and_the_others_kept(
+        broken, reason):
+    doc = {"metrics": [tg({"LeaderCount.Value": 3}), broken,
+                       tg({"ActiveControllerCount.Value": 1}, name="kafka_controller")]}
+    rows = decode([(None, orjson.dumps(doc))]).to_pylist()
+    assert [r["metric"] for r in rows if r["reject_reason"] is None] == [
+        "LeaderCount", "ActiveControllerCount"]
+    [refused] = [r["reject_reason"] for r in rows if r["reject_reason"]]
+    assert refused.startswith(f"{reason}: [1]: ")
+
+
+def test_a_telegraf_batch_of_broken_metrics_only_is_quarantined_with_the_first_reason():
+    doc = {"metrics": [{"name": "kafka_controller", "fields": {"LeaderCount.Value": 1}}, None]}
+    assert rejects(decode([(None, orjson.dumps(doc))])) == [
+        "missing_field: [0]: timestamp (+1 more rejected samples)"]
+
+
+def test_a_telegraf_batch_past_the_samples_cap_is_refused_whole():
+    doc = {"metrics": [tg({"LeaderCount.Value": 3}),
+                       tg({f"F{i}": 0 for i in range(5)}, name="kafka_custom")]}
+    rows = decode_record_batch(records([(None, orjson.dumps(doc))]),
+                               DecodeContext(max_samples_per_record=4)).to_pylist()
+    assert [r["reject_reason"].split(":")[0] for r in rows] == ["too_many_samples"]
+
+
 def test_telegraf_per_partition_under_replicated_is_not_the_broker_count():
     doc = tg({"UnderReplicatedPartitions": 1, "NumLogSegments": 4}, name="kafka_partition",
              topic="orders", partition="0")
@@ -542,7 +571,6 @@ HOSTILE = [
     (_adapter(labels={"__name__": ""}), "missing_field"),
     (_adapter(labels={"__name__": ADAPTER_URP, "instance": None}), "wrong_type"),
     (_adapter(labels={"__name__": ADAPTER_URP, "instance": ""}), "no_broker_identity"),
-    (orjson.dumps([orjson.loads(_adapter()), 5]), "wrong_type"),
     (orjson.dumps(tg({"LeaderCount.Value": 1}, ts=True)), "wrong_type"),
     (orjson.dumps(tg({"LeaderCount.Value": 1}, ts="1714564800")), "wrong_type"),
     (orjson.dumps(tg({"LeaderCount.Value": 1}, ts=2**64 - 1)), "timestamp_skew"),
@@ -550,8 +578,18 @@ HOSTILE = [
     (orjson.dumps({**tg({"LeaderCount.Value": 1}), "tags": {"host": None}}), "wrong_type"),
     (orjson.dumps({**tg({"LeaderCount.Value": 1}), "name": None}), "missing_field"),
     (orjson.dumps({**tg({"LeaderCount.Value": 1}), "fields": None}), "missing_field"),
-    (orjson.dumps({"metrics": [tg({"LeaderCount.Value": 1}), None]}), "wrong_type"),
 ]
+
+
+@pytest.mark.parametrize("value", [
+    orjson.dumps([orjson.loads(_adapter()), 5]),
+    orjson.dumps({"metrics": [tg({"LeaderCount.Value": 1}), None]})])
+def test_a_list_record_with_one_broken_item_keeps_the_good_one(value: bytes) -> None:
+    rows = decode([(None, value)]).to_pylist()
+    assert [(r["metric"], r["reject_reason"]) for r in rows if r["reject_reason"] is None] in (
+        [("UnderReplicatedPartitions", None)], [("LeaderCount", None)])
+    assert [r["reject_reason"].split(":")[0] for r in rows if r["reject_reason"]] == [
+        "wrong_type"]
 
 
 @pytest.mark.parametrize("value, reason", HOSTILE)
