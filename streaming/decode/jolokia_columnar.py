@@ -15,7 +15,8 @@ most FAST_MAX_BYTES (a bound that also keeps nesting under orjson's depth limit)
 containing NaN/Inf literals (Arrow accepts them, strict JSON does not), records Arrow cannot
 parse (a failing chunk is cut around the bad record, so one does not cost the whole chunk),
 bulk or pattern reads and objects without an attribute, a status other than 200, values or
-timestamps at or past 2**53 (where integer and float parsing may round apart), and every
+timestamps at or past 2**53 (where integer and float parsing may round apart), a value of
+negative zero (the integer -0 is 0 to orjson, -0.0 to Arrow), and every
 record the quality rules (negative counter, timestamp skew or range), the catalog (malformed MBean)
 or identity resolution (no broker) would reject.
 """
@@ -351,6 +352,8 @@ def _decode_piece(table: pa.Table, records: pa.RecordBatch, resolver: Any, catal
     with np.errstate(invalid="ignore"):
         ok = ((status == 200) & (pairs.row >= 0) & _valid(attribute)
               & (np.abs(value) < EXACT_LIMIT)
+              # a negative zero: "-0" is the integer 0 to orjson, -0.0 to Arrow's reader
+              & ~((value == 0) & np.signbit(value))
               & (no_ts | (np.abs(ts) < EXACT_LIMIT))
               & ~(is_counter[np.maximum(pairs.row, 0)] & (value < 0))
               & (no_ts | ~(np.abs(ts - record_ts) > max_skew))

@@ -11,6 +11,7 @@ for the halving of an unparseable chunk to matter.
 
 from __future__ import annotations
 
+import math
 import random
 from datetime import UTC, datetime
 
@@ -291,3 +292,14 @@ def test_hostile_single_reads_decode_identically(name):
             for ctx in CONTEXTS.values():
                 fast, slow = both(records(messages), ctx)
                 assert fast == slow
+
+
+@pytest.mark.parametrize("value", [b"-0", b"-0.0", b"-0e0", b"0", b"0.0"])
+def test_a_zero_keeps_the_sign_the_per_record_decoder_gives_it(value):
+    """-0 (a JSON integer) is 0 to orjson and -0.0 to Arrow's reader; -0.0 (a float) is
+    -0.0 to both. Equality cannot tell the two zeros apart, so the signs are compared."""
+    fast, slow = both(records([(b"east/3", _read(value), datetime.fromtimestamp(T0, UTC))]),
+                      CONTEXTS["auto"])
+    assert fast == slow
+    assert [math.copysign(1.0, row["value"]) for row in fast] == [
+        math.copysign(1.0, row["value"]) for row in slow]
