@@ -51,15 +51,28 @@ class ResourceObservation(Observation):
     hints: dict[str, str] = field(default_factory=dict)
 
 
+# The JSON types each scalar AnyValue variant may hold (int64 as a number or a decimal
+# string, a double as a number or "NaN"/"Infinity", bytes as base64 text).
+_VARIANTS: tuple[tuple[str, tuple[type, ...]], ...] = (
+    ("stringValue", (str,)), ("intValue", (int, str)), ("boolValue", (bool,)),
+    ("doubleValue", (int, float, str)), ("bytesValue", (str,)))
+
+
 def _any_value(value: Any) -> str:
+    """An attribute's value as label text. A variant of another JSON type is malformed
+    (wrong_type), not a label spelled as Python prints it; null is the variant unset, as
+    proto3's JSON mapping reads it."""
     if not isinstance(value, dict):
         raise DecodeError("wrong_type", "an attribute value must be an AnyValue object")
-    for key in ("stringValue", "intValue", "boolValue", "doubleValue", "bytesValue"):
-        if key in value:
-            raw = value[key]
-            if key == "boolValue":
-                return "true" if raw else "false"
-            return str(raw)
+    for key, types in _VARIANTS:
+        raw = value.get(key)
+        if raw is None:
+            continue
+        if not isinstance(raw, types) or (isinstance(raw, bool) and key != "boolValue"):
+            raise DecodeError("wrong_type", f"{key} of type {type(raw).__name__}")
+        if key == "boolValue":
+            return "true" if raw else "false"
+        return str(raw)
     if "arrayValue" in value or "kvlistValue" in value:
         return orjson.dumps(value).decode()
     return ""

@@ -596,3 +596,29 @@ def test_a_list_record_with_one_broken_item_keeps_the_good_one(value: bytes) -> 
 def test_a_hostile_record_is_quarantined_with_its_reason(value: bytes, reason: str) -> None:
     rows = decode([(None, value)]).to_pylist()
     assert [r["reject_reason"].split(":")[0] for r in rows] == [reason], rows
+
+
+@pytest.mark.parametrize("value", [
+    {"stringValue": {"a": 1}}, {"stringValue": 5}, {"stringValue": ["x"]}, {"intValue": True},
+    {"intValue": [1]}, {"intValue": {"a": 1}}, {"boolValue": "false"}, {"boolValue": 0},
+    {"doubleValue": True}, {"doubleValue": [1.5]}, {"bytesValue": 5}])
+def test_an_otlp_attribute_value_of_the_wrong_json_type_is_quarantined(value):
+    """An AnyValue holds the JSON type of its variant; anything else is malformed, not a
+    label spelled as Python prints it ("{'a': 1}", "[1]") or a string read as a boolean
+    ({"boolValue": "false"} as "true")."""
+    doc = otlp_doc([{"name": "kafka.partition.count", "gauge": {"dataPoints": [
+        {**point(3), "attributes": [{"key": "topic", "value": value}]}]}}])
+    batch = decode([(None, orjson.dumps(doc))])
+    assert canonical(batch) == []
+    assert [r.split(":")[0] for r in rejects(batch)] == ["wrong_type"]
+
+
+def test_an_otlp_attribute_value_of_null_is_its_variant_unset_not_the_text_none():
+    """proto3's JSON mapping reads null as the field's default: the label is empty, as for
+    an AnyValue with no variant at all."""
+    doc = otlp_doc([{"name": "kafka.partition.count", "gauge": {"dataPoints": [
+        {**point(3), "attributes": [{"key": "topic", "value": {"stringValue": None}},
+                                    {"key": "partition", "value": {"intValue": None}}]}]}}])
+    [row] = decode([(None, orjson.dumps(doc))]).to_pylist()
+    assert row["reject_reason"] is None
+    assert dict(row["labels"]) == {"topic": "", "partition": ""}
