@@ -83,8 +83,12 @@ from streaming.simulate.samples import broker_samples  # noqa: E402
 from streaming.source.kafka_python import CHUNK, KafkaStreamReader, reader_config  # noqa: E402
 from streaming.testbed.kafka import create_topic, metrics_cluster  # noqa: E402
 from tests.benchmarks.proctree import (  # noqa: E402
+    ThreadReading,
+    driver_jvm_pid,
     driver_us,
     job_cpu_seconds,
+    read_threads,
+    threads_between,
     tree_cpu_seconds,
     tree_rss_mb,
 )
@@ -315,6 +319,10 @@ def full_job(bootstrap: str, topic: str, total: int, cap: int,
         durations: list[dict[str, int]] = []  # Spark's durationMs of each batch
         cpu: list[dict[str, float]] = []  # process tree CPU seconds at each batch's end
         roles: list[dict[str, float]] = []  # the same per role (driver, executors, ...)
+        # the driver JVM's threads at the first batch's end and at the latest one's
+        first_threads: ThreadReading | None = None
+        last_threads: ThreadReading | None = None
+        jvm_pid = driver_jvm_pid(os.getpid())
         # the job's process tree without the broker, sampled every second: MB per kind at
         # the sample whose total was largest
         rss_peak: dict[str, float] = {"total": 0.0}
@@ -333,6 +341,8 @@ def full_job(bootstrap: str, topic: str, total: int, cap: int,
                 kinds, by_role = job_cpu_seconds(os.getpid())
                 cpu.append(kinds)
                 roles.append(by_role)
+                last_threads = read_threads(jvm_pid) if jvm_pid is not None else None
+                first_threads = first_threads or last_threads
             if not job.query.isActive:
                 raise SystemExit(f"query stopped: {job.query.exception()}")
             time.sleep(0.2)
@@ -360,6 +370,14 @@ def full_job(bootstrap: str, topic: str, total: int, cap: int,
         "spark_duration_seconds": {name: round(sum(d.get(name, 0) for d in durations[1:])
                                                / 1000, 2)
                                    for name in dict.fromkeys(k for d in durations for k in d)}}
+    if first_threads is not None and last_threads is not None and after_first:
+        # where the driver JVM's CPU a sample goes, per thread group, largest first: the
+        # micro-batch loop, the scheduler, the RPC and task results, the JIT, the GC, ...
+        by_thread = threads_between(first_threads, last_threads)
+        result["driver_jvm_cpu_us_per_sample_by_thread"] = {
+            group: round(seconds / after_first * 1e6, 3)
+            for group, seconds in sorted(by_thread.items(), key=lambda item: -item[1])
+            if seconds / after_first * 1e6 >= 0.0005}
     if observed is not None:
         result["observed"] = observed
     return result

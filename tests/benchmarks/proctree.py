@@ -211,3 +211,63 @@ def tree_rss_mb(root_pid: int) -> dict[str, float]:
 def tree_cpu_seconds(root_pid: int) -> dict[str, float]:
     """CPU seconds so far per process kind below root_pid (inclusive), and the total."""
     return per_kind(root_pid, "cpu_seconds")
+
+
+@dataclass(frozen=True)
+class ThreadReading:
+    """One process's CPU seconds in all (its threads' that exited included) and per live
+    thread, keyed by thread id, with the thread's name."""
+
+    process_cpu_seconds: float
+    threads: dict[int, tuple[str, float]]
+
+
+def read_threads(pid: int) -> ThreadReading | None:
+    """The process's CPU and its live threads' from /proc; None once it has gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    except OSError:
+        return None
+    threads: dict[int, tuple[str, float]] = {}
+    for tid in tids:
+        try:
+            text = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
+        except OSError:
+            continue  # exited between the listing and the reading
+        name = text[text.index("(") + 1: text.rindex(")")]
+        fields = text.rsplit(")", 1)[1].split()
+        threads[tid] = (name, (int(fields[11]) + int(fields[12])) / TICKS)
+    return ThreadReading((int(stat[11]) + int(stat[12])) / TICKS, threads)
+
+
+# Where the CPU of threads that exited between two readings goes in threads_between.
+EXITED_THREADS = "(threads that exited)"
+
+
+def thread_group(name: str) -> str:
+    """A thread's name with its numbers as '#': a JVM's pool threads (`task-result-getter-3`,
+    `C2 CompilerThread0`, `GC Thread#1`) count as one group each."""
+    return re.sub(r"\d+", "#", name)
+
+
+def threads_between(first: ThreadReading, last: ThreadReading) -> dict[str, float]:
+    """CPU seconds per thread group from one reading to a later one of the same process.
+    A thread born since counts from zero; what the process used beyond its live threads'
+    growth (threads that exited in between) is EXITED_THREADS, so the groups sum to the
+    process's own growth."""
+    groups: dict[str, float] = {}
+    for tid, (name, cpu) in last.threads.items():
+        grew = cpu - first.threads.get(tid, (name, 0.0))[1]
+        groups[thread_group(name)] = groups.get(thread_group(name), 0.0) + grew
+    groups[EXITED_THREADS] = (last.process_cpu_seconds - first.process_cpu_seconds
+                              - sum(groups.values()))
+    return groups
+
+
+def driver_jvm_pid(root_pid: int) -> int | None:
+    """The driver's JVM below root_pid (the process whose Python is root_pid), if any."""
+    for process in process_tree(root_pid):
+        if process.kind == "jvm" and role_of(process, root_pid) == "driver-jvm":
+            return process.pid
+    return None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import subprocess
 import sys
@@ -102,3 +103,62 @@ def test_a_child_that_exits_keeps_its_cpu_and_its_parent_does_not_take_it() -> N
     after = {p.pid: p.cpu_seconds for p in ledger.read()}
     assert after[child.pid] == pytest.approx(before[child.pid])
     assert after[os.getpid()] - before[os.getpid()] < 0.3  # this thread's own reading, no more
+
+
+
+def _spinner(name: str, seconds: float, spun: threading.Semaphore,
+             hold: threading.Event | None = None) -> threading.Thread:
+    """A thread that names itself (prctl PR_SET_NAME, as the JVM names its threads), spins
+    for `seconds` of its own CPU, releases `spun`, then waits on `hold` if given."""
+    def run() -> None:
+        ctypes.CDLL(None).prctl(15, name.encode(), 0, 0, 0)  # 15: PR_SET_NAME
+        end = time.thread_time() + seconds
+        while time.thread_time() < end:
+            pass
+        spun.release()
+        if hold is not None:
+            hold.wait(20)
+
+    return threading.Thread(target=run)
+
+
+def _cpu_by_thread_group(names: list[str], keep_alive: bool) -> tuple[dict[str, float], float]:
+    """threads_between over threads of these names that spin 0.3 s each and either stay
+    alive or exit before the last reading; with the process's own growth."""
+    from tests.benchmarks.proctree import read_threads, threads_between
+
+    spun, hold = threading.Semaphore(0), threading.Event()
+    threads = [_spinner(name, 0.3, spun, hold if keep_alive else None) for name in names]
+    first = read_threads(os.getpid())
+    for thread in threads:
+        thread.start()
+    try:
+        for _ in threads:
+            assert spun.acquire(timeout=20)
+        if not keep_alive:
+            for thread in threads:
+                thread.join()
+        last = read_threads(os.getpid())
+    finally:
+        hold.set()
+        for thread in threads:
+            thread.join()
+    assert first is not None and last is not None
+    return threads_between(first, last), last.process_cpu_seconds - first.process_cpu_seconds
+
+
+def test_a_pools_threads_are_one_group() -> None:
+    """The driver JVM's CPU by thread: threads of one pool (names differing by number) are
+    one group, and the groups add up to the process's own growth."""
+    groups, grew = _cpu_by_thread_group(["worker-3", "worker-14"], keep_alive=True)
+    assert groups["worker-#"] >= 0.55  # two threads of 0.3 s each, at 10 ms ticks
+    assert sum(groups.values()) == pytest.approx(grew)
+
+
+def test_a_thread_that_exited_between_the_readings_keeps_its_cpu() -> None:
+    from tests.benchmarks.proctree import EXITED_THREADS
+
+    groups, grew = _cpu_by_thread_group(["short-1", "short-2"], keep_alive=False)
+    assert "short-#" not in groups
+    assert groups[EXITED_THREADS] >= 0.55
+    assert sum(groups.values()) == pytest.approx(grew)
