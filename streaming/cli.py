@@ -69,20 +69,27 @@ def usage_error(args: argparse.Namespace, message: str) -> None:
     args.parser.error(message)
 
 
-def _add_model_args(parser: argparse.ArgumentParser) -> None:
+# The simulated cluster's shape: the real demo's watched cluster has a fixed one.
+SIMULATED_SHAPE = ("brokers", "topics", "partitions", "replication_factor", "min_isr")
+
+
+def _add_model_args(parser: argparse.ArgumentParser, shape_title: str | None = None) -> None:
+    """The model's cluster name and scrape interval, and its shape (SIMULATED_SHAPE) in an
+    argument group of its own when `shape_title` is given."""
     parser.add_argument("--cluster", default="demo",
                         help="cluster name in the produced metrics (default: demo)")
-    parser.add_argument("--brokers", type=POSITIVE_INT, default=3,
-                        help="broker count (default: 3)")
-    parser.add_argument("--topics", type=POSITIVE_INT, default=4, help="topics (default: 4)")
-    parser.add_argument("--partitions", type=POSITIVE_INT, default=6,
-                        help="partitions per topic (default: 6)")
-    parser.add_argument("--replication-factor", type=POSITIVE_INT, default=3,
-                        help="replication factor, at most --brokers (default: 3)")
-    parser.add_argument("--min-isr", type=POSITIVE_INT, default=2,
-                        help="min.insync.replicas (default: 2)")
     parser.add_argument("--scrape-interval", type=SECONDS, default=5.0,
                         help="seconds between scrapes of each broker (default: 5)")
+    shape = parser.add_argument_group(shape_title) if shape_title else parser
+    shape.add_argument("--brokers", type=POSITIVE_INT, default=3,
+                       help="broker count (default: 3)")
+    shape.add_argument("--topics", type=POSITIVE_INT, default=4, help="topics (default: 4)")
+    shape.add_argument("--partitions", type=POSITIVE_INT, default=6,
+                       help="partitions per topic (default: 6)")
+    shape.add_argument("--replication-factor", type=POSITIVE_INT, default=3,
+                       help="replication factor, at most --brokers (default: 3)")
+    shape.add_argument("--min-isr", type=POSITIVE_INT, default=2,
+                       help="min.insync.replicas (default: 2)")
 
 
 def _model(args: argparse.Namespace):  # noqa: ANN202 - imported lazily
@@ -125,6 +132,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if not args.simulated:
         from streaming.testbed.demo import run_real_demo
 
+        shaped = [name for name in SIMULATED_SHAPE
+                  if getattr(args, name) != args.parser.get_default(name)]
+        if shaped:
+            usage_error(args, f"--{shaped[0].replace('_', '-')} shapes the simulated cluster: "
+                        "add --simulated, or leave it out (the real demo's watched cluster is "
+                        "fixed: 3 KRaft nodes broker+controller and 2 broker-only nodes, topic "
+                        "orders with replication factor 3 and min.insync.replicas 2)")
         return run_real_demo(args)
     from streaming.exporter import Exporter
     from streaming.job import Job
@@ -437,11 +451,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = _subcommand(
         sub, "demo", common, cmd_demo, "run everything locally: real Kafka, faults, the job",
-        "Start a real 3-node Kafka cluster (watched) and a one-node metrics cluster on "
-        "loopback, the shipper, an acks=all producer, the streaming job on local Spark (Delta "
-        "tables under --data-dir, /metrics), and a recurring cycle of real faults, narrating "
-        "incidents as they open and resolve. --simulated uses the simulator instead of the "
-        "watched cluster.")
+        "Start a real Kafka cluster to watch (3 KRaft nodes broker+controller and 2 "
+        "broker-only nodes) and a one-node metrics cluster on loopback, the shipper, an "
+        "acks=all producer, the streaming job on local Spark (Delta tables under --data-dir, "
+        "/metrics), and a recurring cycle of real faults, narrating incidents as they open "
+        "and resolve. --simulated uses the simulator instead of the watched cluster.")
     demo.add_argument("--config", help="optional YAML to start from (the demo's own keys win)")
     demo.add_argument("--data-dir", default="data/demo",
                       help="Delta tables, checkpoint and Kafka data (default: data/demo)")
@@ -456,7 +470,7 @@ def build_parser() -> argparse.ArgumentParser:
                       "(faster to start, every scenario exact)")
     demo.add_argument("--duration", type=SECONDS, default=None,
                       help="stop by itself after this many seconds (default: run until Ctrl-C)")
-    _add_model_args(demo)
+    _add_model_args(demo, "the simulated cluster (with --simulated only)")
 
     run = _subcommand(
         sub, "run", common, cmd_run, "the production job (also under spark-submit)",

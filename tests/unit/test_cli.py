@@ -156,6 +156,8 @@ USAGE_ERRORS = {
     "cluster-negative-brokers": (["cluster", "--brokers", "-1"], "'-1' is not a whole number >= 0"),
     "demo-port-out-of-range": (["demo", "--metrics-port", "70000"], "TCP port (1-65535)"),
     "demo-nan-duration": (["demo", "--duration", "nan"], "'nan' is not a number of seconds > 0"),
+    "demo-real-with-a-simulated-shape": (["demo", "--brokers", "5"],
+                                         "--brokers shapes the simulated cluster: add --simulated"),
     "run-without-config": (["run"], "the following arguments are required: --config"),
     "check-config-missing-file": (["check-config", "{tmp}/nope.yaml"], "cannot read"),
 }
