@@ -316,9 +316,15 @@ class OpenWindows:
             del self.partials[key]
         self.segments.evict(horizon)
         if self.counters is not None and self.counters.num_rows and horizon:
-            floor = min(horizon.values()) - self.lookback
-            self.counters = self.counters.filter(
-                pc.greater_equal(pc.cast(self.counters["ts"], pa.int64()), floor))
+            # each series by its own cluster's floor (the times stand in for window starts):
+            # by the lowest floor of all, a cluster gone dark (whose floor stays) would keep
+            # every other cluster's finished series for good
+            def recent(cluster: str | None, at: np.ndarray) -> np.ndarray:
+                floor = horizon.get(cluster)  # type: ignore[arg-type]
+                return np.ones(len(at), bool) if floor is None else at >= floor - self.lookback
+            self.counters = self.counters.filter(_per_cluster(
+                self.counters.select(["cluster"]).append_column(
+                    "window_start", pc.cast(self.counters["ts"], pa.int64())), recent))
 
     def _rows(self, keys: Iterable[Key], own: pa.Table | None = None,
               own_segments: pa.Table | None = None) -> pa.Table:

@@ -502,3 +502,30 @@ def test_a_broker_gone_dark_does_not_hold_windows_without_end(tmp_path: Path) ->
     held = proc.stages.open_windows
     keep_windows = held.keep // held.width
     assert 0 < len(held.held) <= keep_windows + 2, sorted(held.held)
+
+
+def test_a_cluster_gone_dark_does_not_keep_the_other_clusters_counters(
+        tmp_path: Path) -> None:
+    """West sends one scrape and goes dark (its floor stays where it was); east goes on for
+    20 minutes with a counter series whose labels change every scrape. The newest sample of
+    each counter series is kept for the counter look-back below its own cluster's floor, so
+    east's finished series leave; held below the lowest floor of any cluster, every one of
+    them stayed for as long as west was dark."""
+    rng = random.Random(2)
+    sequence = [[*(scrape("west", "1", 0.0, 0, rng) if step == 0 else []),
+                 *scrape("east", "1", step * 60.0, step, rng),
+                 {"ts": START + timedelta(minutes=step), "cluster": "east", "broker": "1",
+                  "metric": "IsrShrinksPerSec", "attribute": "Count",
+                  "labels": [("scrape", str(step))], "value": float(step), "kind": "counter"}]
+                for step in range(20)]
+    proc = processor(tmp_path, True)
+    feed(proc, sequence)
+    held = proc.stages.open_windows
+    assert held.floor["west"] < held.floor["east"] - held.lookback
+    assert held.counters is not None
+    shrinks = held.counters.filter(pc.and_(pc.equal(held.counters["cluster"], "east"), pc.equal(
+        held.counters["metric"], "IsrShrinksPerSec")))
+    # one series without labels, and one a scrape (a minute) within the look-back and the
+    # kept windows
+    assert shrinks.num_rows <= 1 + (held.lookback + held.keep) // 60_000_000 + 1, \
+        shrinks["labels"].to_pylist()
