@@ -136,12 +136,14 @@ class Observations(list):
             self.append(item)
 
 
-def each_item(items: list[Any], decode_one: Callable[[Any], Any]) -> Observations:
-    """The observations of a record that is a list of items (a Telegraf batch, a list of
-    adapter samples), each decoded by `decode_one` (an observation or a list of them): a
-    broken item is quarantined in its place, named by its index, and the others are kept,
-    as a broken entry of a Jolokia bulk read is. The samples cap still refuses the record
-    whole: that bound is the record's, not an item's."""
+def each_item(items: list[Any], decode_one: Callable[[Any], Any], where: str = ""
+              ) -> Observations:
+    """The observations of a record's list of items (a Telegraf batch, a list of adapter
+    samples, an OTLP message's resources, metrics and data points), each decoded by
+    `decode_one` (an observation or a list of them): a broken item is quarantined in its
+    place, named by `where` and its index, and the others are kept, as a broken entry of a
+    Jolokia bulk read is. The samples cap still refuses the record whole: that bound is the
+    record's, not an item's."""
     out = Observations()
     for index, item in enumerate(items):
         try:
@@ -149,7 +151,7 @@ def each_item(items: list[Any], decode_one: Callable[[Any], Any]) -> Observation
         except DecodeError as err:
             if err.reason == "too_many_samples":
                 raise
-            part = Rejected(err.reason, f"[{index}]: {err.detail}")
+            part = Rejected(err.reason, f"{where}[{index}]: {err.detail}")
         if isinstance(part, list):
             out.extend(part)
         else:

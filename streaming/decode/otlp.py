@@ -24,6 +24,9 @@ values are {stringValue | intValue | doubleValue | boolValue | arrayValue | kvli
 - A point flagged FLAG_NO_RECORDED_VALUE (OTLP's staleness marker) is skipped, like a
   Jolokia entry with an error status: no value, so no sample and no false zero. A record
   left with no sample at all is quarantined as `no_samples` (records.py), not dropped.
+- A broken resource, metric or data point is quarantined in its place, named by where it
+  sits, and the message's other samples are kept (common.each_item): one export carries
+  every metric of the collector's brokers.
 - Histograms and summaries are not in the catalog; their count and sum are kept as
   unknown observations (metric = null, raw_name, attribute Count / Sum).
 """
@@ -36,7 +39,13 @@ from typing import Any
 import orjson
 
 from streaming.catalog import Catalog
-from streaming.decode.common import DecodeError, Observation, Observations, Rejected
+from streaming.decode.common import (
+    DecodeError,
+    Observation,
+    Observations,
+    Rejected,
+    each_item,
+)
 from streaming.number_text import plain_float, plain_int
 
 TEMPORALITY_DELTA = {1, "AGGREGATION_TEMPORALITY_DELTA"}
@@ -156,13 +165,53 @@ def _points(metric: dict[str, Any], kind: str) -> list[Any]:
     return _list(body, "dataPoints", f"{kind}.dataPoints")
 
 
-def _metric_observations(catalog: Catalog, metric: Any, hints: dict[str, str],
-                         out: list[Any]) -> None:
+def _point_observations(catalog: Catalog, name: str, kind: str, delta: bool, point: Any,
+                        hints: dict[str, str]) -> list[Any]:
+    """The observations of one data point of metric `name` (a `kind` body)."""
+    if not isinstance(point, dict):
+        raise DecodeError("wrong_type", "a data point must be an object")
+    if kind in ("histogram", "summary"):
+        labels = {**_attributes(point.get("attributes"), name), "raw_name": name}
+        ts = _time(point)
+        return [ResourceObservation(ts, None, attribute, _number(point[key], key, integer),
+                                    "gauge", dict(labels), name, hints)
+                for attribute, key, integer in (("Count", "count", UINT64), ("Sum", "sum", None))
+                if key in point]
+    flags = point.get("flags")
+    if flags is not None and (isinstance(flags, bool) or not isinstance(flags, int)):
+        raise DecodeError("wrong_type", f"{name}: flags must be an integer")
+    if flags and flags & FLAG_NO_RECORDED_VALUE:
+        return []
+    if delta:
+        return [Rejected("unsupported_temporality",
+                         f"{name}: delta/unspecified sums cannot become cumulative counts")]
+    if "asInt" in point:
+        value = _number(point["asInt"], "asInt", integer=INT64)
+    elif "asDouble" in point:
+        value = _number(point["asDouble"], "asDouble")
+    else:
+        return [Rejected("missing_field", f"{name}: data point without asInt/asDouble")]
+    labels = _attributes(point.get("attributes"), name)
+    ts = _time(point)
+    found = catalog.from_otel(name, labels)
+    if found is None:
+        labels["raw_name"] = name
+        return [ResourceObservation(ts, None, "Value", value, "gauge", labels, name, hints)]
+    metric_def, attribute, consumed = found
+    for key in consumed:
+        labels.pop(key, None)
+    return [ResourceObservation(ts, metric_def.name, attribute, value,
+                                metric_def.sample_kind(attribute), labels, None, hints)]
+
+
+def _metric_observations(catalog: Catalog, metric: Any, hints: dict[str, str]) -> Observations:
+    """One metric's data points; a broken point is quarantined alone (each_item)."""
     if not isinstance(metric, dict) or not isinstance(metric.get("name"), str):
         raise DecodeError("missing_field", "metrics[].name")
     name = metric["name"]
+    delta = False
     if "gauge" in metric:
-        kind, delta = "gauge", False
+        kind = "gauge"
     elif "sum" in metric:
         kind = "sum"
         temporality = metric["sum"].get("aggregationTemporality") if isinstance(
@@ -170,75 +219,45 @@ def _metric_observations(catalog: Catalog, metric: Any, hints: dict[str, str],
         delta = not isinstance(temporality, int | str) or temporality not in TEMPORALITY_CUMULATIVE
     elif "histogram" in metric or "summary" in metric:
         kind = "histogram" if "histogram" in metric else "summary"
-        for point in _points(metric, kind):
-            if not isinstance(point, dict):
-                raise DecodeError("wrong_type", "a data point must be an object")
-            labels = {**_attributes(point.get("attributes"), name), "raw_name": name}
-            ts = _time(point)
-            for attribute, key, integer in (("Count", "count", UINT64), ("Sum", "sum", None)):
-                if key in point:
-                    out.append(ResourceObservation(
-                        ts, None, attribute, _number(point[key], key, integer),
-                        "gauge", dict(labels), name, hints))
-        return
     else:
-        return  # exponentialHistogram and future types: nothing the catalog knows
-    for point in _points(metric, kind):
-        if not isinstance(point, dict):
-            raise DecodeError("wrong_type", "a data point must be an object")
-        flags = point.get("flags")
-        if flags is not None and (isinstance(flags, bool) or not isinstance(flags, int)):
-            raise DecodeError("wrong_type", f"{name}: flags must be an integer")
-        if flags and flags & FLAG_NO_RECORDED_VALUE:
-            continue
-        if delta:
-            out.append(Rejected("unsupported_temporality",
-                                f"{name}: delta/unspecified sums cannot become cumulative counts"))
-            continue
-        if "asInt" in point:
-            value = _number(point["asInt"], "asInt", integer=INT64)
-        elif "asDouble" in point:
-            value = _number(point["asDouble"], "asDouble")
-        else:
-            out.append(Rejected("missing_field", f"{name}: data point without asInt/asDouble"))
-            continue
-        labels = _attributes(point.get("attributes"), name)
-        ts = _time(point)
-        found = catalog.from_otel(name, labels)
-        if found is None:
-            labels["raw_name"] = name
-            out.append(ResourceObservation(ts, None, "Value", value, "gauge", labels, name, hints))
-            continue
-        metric_def, attribute, consumed = found
-        for key in consumed:
-            labels.pop(key, None)
-        out.append(ResourceObservation(ts, metric_def.name, attribute, value,
-                                       metric_def.sample_kind(attribute), labels, None, hints))
+        return Observations()  # exponentialHistogram and future types: nothing the catalog knows
+    return each_item(_points(metric, kind), lambda point: _point_observations(
+        catalog, name, kind, delta, point, hints), f"{name}.dataPoints")
+
+
+def _resource_observations(catalog: Catalog, resource_metrics: Any) -> Observations:
+    """One resource's metrics, named by its attributes (the identity hints): a broken
+    metric is quarantined alone; a broken resource or scope, whole."""
+    if not isinstance(resource_metrics, dict):
+        raise DecodeError("wrong_type", "resourceMetrics entries must be objects")
+    resource = resource_metrics.get("resource")
+    if resource is None:
+        resource = {}
+    if not isinstance(resource, dict):
+        raise DecodeError("wrong_type", "resource must be an object")
+    hints = _attributes(resource.get("attributes"), "resource")
+    out = Observations()
+    for scope in _list(resource_metrics, "scopeMetrics", "scopeMetrics"):
+        if not isinstance(scope, dict):
+            raise DecodeError("wrong_type", "scopeMetrics entries must be objects")
+        out.extend(each_item(_list(scope, "metrics", "metrics"),
+                             lambda metric: _metric_observations(catalog, metric, hints),
+                             "metrics"))
+    return out
 
 
 def decode(doc: Any, catalog: Catalog) -> tuple[list[Any], dict[str, str]]:
-    """Observations (and per-point Rejected) of one ExportMetricsServiceRequest."""
+    """Observations of one ExportMetricsServiceRequest. A broken resource, metric or data
+    point is quarantined in its place (each_item) and the message's others are kept: one
+    collector export holds every metric of its brokers, and one malformed point must not
+    silence them all (a broker without samples goes stale and pages)."""
     if not isinstance(doc, dict):
         raise DecodeError("wrong_type", "an OTLP metrics message must be an object")
     resources = doc.get("resourceMetrics")
     if not isinstance(resources, list):
         raise DecodeError("missing_field", "resourceMetrics")
-    out = Observations()
-    for resource_metrics in resources:
-        if not isinstance(resource_metrics, dict):
-            raise DecodeError("wrong_type", "resourceMetrics entries must be objects")
-        resource = resource_metrics.get("resource")
-        if resource is None:
-            resource = {}
-        if not isinstance(resource, dict):
-            raise DecodeError("wrong_type", "resource must be an object")
-        hints = _attributes(resource.get("attributes"), "resource")
-        for scope in _list(resource_metrics, "scopeMetrics", "scopeMetrics"):
-            if not isinstance(scope, dict):
-                raise DecodeError("wrong_type", "scopeMetrics entries must be objects")
-            for metric in _list(scope, "metrics", "metrics"):
-                _metric_observations(catalog, metric, hints, out)
-    return out, {}
+    return each_item(resources, lambda resource_metrics: _resource_observations(
+        catalog, resource_metrics), "resourceMetrics"), {}
 
 
 def looks_like(doc: Any) -> bool:

@@ -622,3 +622,44 @@ def test_an_otlp_attribute_value_of_null_is_its_variant_unset_not_the_text_none(
     [row] = decode([(None, orjson.dumps(doc))]).to_pylist()
     assert row["reject_reason"] is None
     assert dict(row["labels"]) == {"topic": "", "partition": ""}
+
+
+def _otlp_good_and(broken_metric: dict | None = None, broken_point: dict | None = None,
+                   broken_resource: dict | None = None) -> bytes:
+    """One collector export of two brokers: kafka-5's partition count beside one broken
+    piece (a data point of a metric, a metric, or a resource of its own), and kafka-6's."""
+    points = [point(40), *([broken_point] if broken_point else [])]
+    metrics = [{"name": "kafka.partition.count", "gauge": {"dataPoints": points}},
+               *([broken_metric] if broken_metric else [])]
+    doc = otlp_doc(metrics)
+    doc["resourceMetrics"] += otlp_doc(
+        [{"name": "kafka.partition.count", "gauge": {"dataPoints": [point(9)]}}],
+        host="kafka-6")["resourceMetrics"]
+    if broken_resource:
+        doc["resourceMetrics"].insert(1, broken_resource)
+    return orjson.dumps(doc)
+
+
+@pytest.mark.parametrize("value, where", [
+    (_otlp_good_and(broken_point={**point(1), "asInt": "12abc"}),
+     "kafka.partition.count.dataPoints[1]: asInt"),
+    (_otlp_good_and(broken_point={**point(1), "timeUnixNano": True}),
+     "kafka.partition.count.dataPoints[1]: "),
+    (_otlp_good_and(broken_point=[1]), "kafka.partition.count.dataPoints[1]: "),
+    (_otlp_good_and(broken_metric={"name": "kafka.isr.operation.count", "sum": "x"}),
+     "metrics[1]: "),
+    (_otlp_good_and(broken_metric={"gauge": {"dataPoints": [point(1)]}}), "metrics[1]: "),
+    (_otlp_good_and(broken_resource={"resource": {"attributes": 5}, "scopeMetrics": []}),
+     "resourceMetrics[1]: "),
+])
+def test_one_broken_piece_of_an_otlp_export_keeps_the_rest(value: bytes, where: str) -> None:
+    """A collector export holds every metric of its brokers: one malformed data point,
+    metric or resource is quarantined, named by where it sits, and the others' samples are
+    kept (a broker left without samples would go stale and page)."""
+    rows = decode([(None, value)]).to_pylist()
+    assert [(r["broker"], r["metric"], r["value"]) for r in rows
+            if r["reject_reason"] is None] == [("5", "PartitionCount", 40.0),
+                                               ("6", "PartitionCount", 9.0)]
+    [bad] = [r["reject_reason"] for r in rows if r["reject_reason"] is not None]
+    assert bad.startswith("wrong_type: " + where) or bad.startswith(
+        "missing_field: " + where), bad
