@@ -208,6 +208,15 @@ def starting_offsets_valid(value: str) -> bool:
         for parts in offsets.values())
 
 
+# The digits before a separator in a host name: kafka-12.prod:9404 is broker 12. Not a
+# port's digits (after a colon): kafka-a:9404 and kafka-b:9404 are no broker 9404. The
+# look-behind also starts a match only at a digit run's start, which keeps the search
+# linear (without it, quadratic in a long digit run). An IP address's digits name no
+# broker either (10.0.0.7 and 10.0.0.8 would both read as 10): the resolver does not read
+# an IP address instance by any regex, instance_map names its broker.
+DEFAULT_INSTANCE_REGEX = r"(?<![\d:])(\d+)(?:[.:/]|$)"
+
+
 @dataclass
 class IdentityConfig:
     """How a sample finds its cluster and broker.
@@ -246,9 +255,8 @@ class IdentityConfig:
         ]
     )
     instance_map: dict[str, str] = field(default_factory=dict)
-    # The digits before a separator: the look-behind starts a match only at a digit run's
-    # start, which keeps the search linear (without it, quadratic in a long digit run).
-    broker_from_instance_regex: str | None = r"(?<!\d)(\d+)(?:[.:/]|$)"
+    # The digits of a host name (see DEFAULT_INSTANCE_REGEX); never applied to an IP address.
+    broker_from_instance_regex: str | None = DEFAULT_INSTANCE_REGEX
     key_pattern: str | None = r"^(?:(?P<cluster>[^/]+)/)?(?P<broker>[^/]+)$"
 
     def validate(self, path: str) -> None:

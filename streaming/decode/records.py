@@ -59,6 +59,17 @@ MAX_KEY_CHARS = 4 * MAX_IDENTITY_CHARS
 # names no broker: the next instance label does. Anchored, so linear in any input.
 LOOPBACK = re.compile(r"(?:[A-Za-z][A-Za-z0-9+.-]{0,15}://)?"
                       r"(?:localhost|127(?:\.\d{1,3}){3}|\[::1\]|::1|0\.0\.0\.0)(?:[:/]|$)")
+# A host that is an IP address (10.0.0.7:9404, [fd00::7]:9404, fd00::7), matched on an
+# instance's text after its URL's last "://": its digits are no broker id (see
+# config.DEFAULT_INSTANCE_REGEX).
+IP_HOST = re.compile(r"\d{1,3}(?:\.\d{1,3}){3}(?:[:/]|$)|\[[0-9A-Fa-f:.]+(?:%[^\]]*)?\]"
+                     r"|[0-9A-Fa-f]{0,4}(?::[0-9A-Fa-f]{0,4}){2,7}$")
+
+
+def is_ip_host(instance: str) -> bool:
+    """Whether an instance label (a host:port, a URL, a JMX service URL) names its host by
+    an IP address."""
+    return IP_HOST.match(instance.rsplit("://", 1)[-1]) is not None
 
 
 def register_decoder(name: str, module: ModuleType) -> None:
@@ -211,6 +222,11 @@ class IdentityResolver:
                 _bounded("instance", instance)
                 broker = ident.instance_map.get(instance)
                 if broker is None and self.instance_re is not None:
+                    if is_ip_host(instance):
+                        raise DecodeError(
+                            "no_broker_identity", f"instance {instance[:80]!r} is an IP "
+                            "address, whose digits name no broker: map it to its broker id "
+                            "in identity.instance_map, or label the samples with the broker")
                     match = self.instance_re.search(instance)
                     broker = match.group(1) if match else None
         _bounded("cluster", cluster)

@@ -17,6 +17,7 @@ import pyarrow as pa
 import pytest
 
 from streaming.config import IdentityConfig
+from streaming.decode.common import DecodeError
 from streaming.decode.records import (
     MAX_IDENTITY_CHARS,
     DecodeContext,
@@ -87,9 +88,46 @@ def test_hostile_megabyte_instance_label_resolves_in_linear_time() -> None:
 
 def test_default_instance_regex_still_finds_the_broker_number() -> None:
     resolver = IdentityResolver(IdentityConfig(), {})
-    for instance, broker in [("kafka-12.prod:9404", "12"), ("10.0.0.7:9404", "10"),
-                             ("broker3", "3"), ("http://kafka-2:8778/jolokia", "2")]:
+    for instance, broker in [("kafka-12.prod:9404", "12"), ("broker3", "3"),
+                             ("http://kafka-2:8778/jolokia", "2"), ("kafka-7", "7"),
+                             ("kafka-a:9404", None), ("kafka-1.10.0.0.7.nip.io:9404", "1"),
+                             ("service:jmx:rmi:///jndi/rmi://kafka-3:9999/jmxrmi", "3")]:
         assert resolver.resolve({"instance": instance}, {}, {}, "t") == ("default", broker)
+
+
+@pytest.mark.parametrize("instance", [
+    "10.0.0.7:9404", "10.0.0.8", "http://10.0.0.9:8778/jolokia", "[fd00::7]:9404",
+    "[fe80::1%eth0]:9404", "fd00::7", "fd00:0:0:0:0:0:0:7",
+    "service:jmx:rmi:///jndi/rmi://10.0.0.7:9999/jmxrmi"])
+def test_an_ip_address_instance_is_no_broker_id(instance: str) -> None:
+    """The default regex would read 10.0.0.7, 10.0.0.8 and 10.0.0.9 as one broker 10, whose
+    samples would then mix and keep each other fresh (a broker down would never go stale):
+    the sample is quarantined with the fix in its reason, unless instance_map maps it. A
+    regex of one's own is not applied to it either."""
+    resolver = IdentityResolver(IdentityConfig(), {})
+    with pytest.raises(DecodeError) as raised:
+        resolver.resolve({"instance": instance}, {}, {}, "t")
+    assert raised.value.reason == "no_broker_identity"
+    assert "identity.instance_map" in raised.value.detail
+    mapped = IdentityResolver(IdentityConfig(instance_map={instance: "7"}), {})
+    assert mapped.resolve({"instance": instance}, {}, {}, "t") == ("default", "7")
+    own = IdentityResolver(IdentityConfig(broker_from_instance_regex=r"(\d+)"), {})
+    with pytest.raises(DecodeError):
+        own.resolve({"instance": instance}, {}, {}, "t")
+
+
+@pytest.mark.parametrize("columnar", [True, False])
+def test_an_ip_address_jolokia_agent_url_is_quarantined_with_the_fix(columnar: bool) -> None:
+    """A Jolokia proxy read names its broker by the JMX service URL of its target."""
+    url = "service:jmx:rmi:///jndi/rmi://10.0.0.7:9999/jmxrmi"
+    value = orjson.dumps({"request": {"mbean": UMI, "attribute": "Value", "type": "read",
+                                      "target": {"url": url}},
+                          "value": 1, "status": 200, "timestamp": 1772366400})
+    out = decode_record_batch(records([value]), DecodeContext(), columnar=columnar)
+    assert [r for r in out.column("reject_reason").to_pylist()] == [
+        f"no_broker_identity: instance {url!r} is an IP address, whose digits name no broker: "
+        "map it to its broker id in identity.instance_map, or label the samples with the "
+        "broker"]
 
 
 @pytest.mark.parametrize("labels", [
