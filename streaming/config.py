@@ -226,9 +226,11 @@ class IdentityConfig:
     `key_pattern` in the record key, the topic's own `cluster` (source.topics), and last
     `default_cluster`. Broker: a `broker_labels` label (sample, then record), the header
     `broker`, the key's `broker` group, then the first `instance_labels` label that is not
-    a loopback address (a Telegraf beside its broker polls http://localhost:8778), mapped
-    by `instance_map` or else its digits by `broker_from_instance_regex` (Strimzi pod
-    names end in the broker id: my-cluster-kafka-0, my-cluster-broker-3). A sample without a
+    a loopback address (a Telegraf beside its broker polls http://localhost:8778) nor a
+    UUID (the OpenTelemetry Java agent's random service.instance.id), mapped by
+    `instance_map` or else its digits by `broker_from_instance_regex` (Strimzi pod names
+    end in the broker id: my-cluster-kafka-0, my-cluster-broker-3), never an IP address's
+    digits. A sample without a
     broker is quarantined (no_broker_identity); there is no default broker. A sample whose
     cluster is `default_cluster` for want of any of the above is kept, counted on
     kafka_health_pipeline_identity_defaulted_samples_total{field="cluster"} and warned

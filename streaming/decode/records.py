@@ -59,6 +59,7 @@ MAX_KEY_CHARS = 4 * MAX_IDENTITY_CHARS
 # names no broker: the next instance label does. Anchored, so linear in any input.
 LOOPBACK = re.compile(r"(?:[A-Za-z][A-Za-z0-9+.-]{0,15}://)?"
                       r"(?:localhost|127(?:\.\d{1,3}){3}|\[::1\]|::1|0\.0\.0\.0)(?:[:/]|$)")
+UUID = re.compile(r"[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}")
 # A host that is an IP address (10.0.0.7:9404, [fd00::7]:9404, fd00::7), matched on an
 # instance's text after its URL's last "://": its digits are no broker id (see
 # config.DEFAULT_INSTANCE_REGEX).
@@ -165,11 +166,14 @@ class IdentityResolver:
 
     @staticmethod
     def _instance(names: list[str], *sources: dict[str, str]) -> str | None:
-        """The first instance label that is not a loopback address."""
+        """The first instance label that names a host: not a loopback address (a Telegraf
+        beside its broker polls localhost), not a UUID (OpenTelemetry's Java agent sets
+        service.instance.id to a random one, new at every start, whose digits would name a
+        broker at random)."""
         for source in sources:
             for name in names:
                 value = source.get(name)
-                if value and not LOOPBACK.match(value):
+                if value and not LOOPBACK.match(value) and not UUID.fullmatch(value):
                     return value
         return None
 
