@@ -506,6 +506,13 @@ class AlertPushConfig:
             raise ConfigError(f"{path}.timeout_seconds: must be > 0")
         if self.max_alerts_per_push < 1:
             raise ConfigError(f"{path}.max_alerts_per_push: must be >= 1")
+        from streaming.alertpush import ALERTNAMES  # it imports this module
+
+        for i, kind in enumerate(self.kinds):
+            if kind not in ALERTNAMES:
+                # a misspelt kind would never page, with one warning in the log at most
+                raise ConfigError(f"{path}.kinds[{i}]: {kind!r} is not a kind with a paging "
+                                  f"rule; one of: {', '.join(ALERTNAMES)}")
 
 
 @dataclass
@@ -591,7 +598,20 @@ class Config:
             section = getattr(self, f.name)
             if hasattr(section, "validate"):
                 section.validate(f.name)
+        self._validate_clusters()
         return self
+
+    def _validate_clusters(self) -> None:
+        """Each cluster's headroom facts as the headroom stage will build them: a misspelt
+        key (vm_max_mapcount) or a bad value fails at start with its dotted path, not when
+        a batch first reaches the cluster, and never leaves a default silently in force."""
+        from streaming.headroom.model import make_config
+
+        for name, overrides in self.clusters.items():  # each a dict: _convert checked
+            try:
+                make_config(overrides)
+            except (TypeError, ValueError) as err:
+                raise ConfigError(f"clusters.{name}: {err}") from err
 
     def secret_refs(self) -> dict[str, SecretRef]:
         """Every secret reference in the config by its dotted key, plus the push's CA file:

@@ -39,6 +39,32 @@ def test_wrong_type_and_bad_choice_are_named(tmp_path):
         load_config(write(tmp_path, "delta:\n  log_retention_minutes: 0.5\n"), environ={})
 
 
+@pytest.mark.parametrize(("text", "said"), [
+    ("clusters:\n  prod:\n    vm_max_mapcount: 262144\n",
+     "clusters.prod: unknown headroom override key 'vm_max_mapcount'"),
+    ("clusters:\n  prod:\n    max_broker_partitions: -5\n",
+     "clusters.prod: max_broker_partitions must be a positive int or null"),
+    ("clusters:\n  prod: 262144\n", "clusters.prod: expected a mapping"),
+    ("alert_push:\n  kinds: [unclean_election, under-min-isr]\n",
+     "alert_push.kinds[1]: 'under-min-isr' is not a kind with a paging rule; one of: "
+     "unclean_election, under_min_isr"),
+])
+def test_a_setting_that_would_be_ignored_at_run_time_fails_at_start(tmp_path, text, said):
+    """A misspelt headroom fact would leave the default ceiling in force, and a misspelt
+    pushed kind would never page: both fail at start, named, not when first used."""
+    with pytest.raises(ConfigError) as err:
+        load_config(write(tmp_path, text), environ={})
+    assert said in str(err.value)
+
+
+def test_cluster_headroom_facts_and_pushed_kinds_that_exist_pass(tmp_path):
+    config = load_config(write(tmp_path, (
+        "clusters:\n  prod:\n    vm_max_map_count: 262144\n    max_broker_partitions: 4000\n"
+        "alert_push:\n  kinds: [under_min_isr, unclean_election, offline_partitions, "
+        "controller]\n")), environ={})
+    assert config.clusters["prod"]["vm_max_map_count"] == 262144
+
+
 @pytest.mark.parametrize("text", [
     "earlist", '{"kafka-metrics": 42}', '{"kafka-metrics": {"0": "42"}}', "[0]",
     '{"kafka-metrics": {"0": true}}', '{"kafka-metrics": {"0": 42}'])
