@@ -41,7 +41,10 @@ KAFKA_HEALTH__SPARK__CHECKPOINT / KAFKA_HEALTH__DELTA__PATH). In cluster mode th
 on shared storage (s3a://, abfss://, hdfs://, gs://, ...): the driver can restart on
 another node and must find its offsets and tables. The checkpoint goes through Hadoop
 (s3a:// needs hadoop-aws on the classpath); with delta.engine=delta-rs the tables are
-written by delta-rs on the driver (credentials from the driver's environment, e.g. AWS_*).
+written by delta-rs: bronze and quarantine files by the executors' read tasks, the commits
+and the signal tables by the driver, so both need the store's credentials (the
+delta.storage_secrets files mounted on every node, or the variables set on the driver and
+through spark.executorEnv.<NAME> on the executors).
 
 Options:
   --config FILE         job config (deploy/config.example.yaml documents every key). Required.

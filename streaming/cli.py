@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import sys
 import threading
 import time
@@ -103,26 +104,37 @@ def _model(args: argparse.Namespace):  # noqa: ANN202 - imported lazily
                         replication_factor=args.replication_factor, min_isr=args.min_isr)
 
 
+# A day of the simulated demo's fault cycles, bounded: a --fault-period of a second must
+# not build millions of events.
+DEMO_MAX_CYCLES = 10_000
+
+
 def demo_events(brokers: int, period: float = 300.0):  # noqa: ANN201
     """A fault cycle so the demo shows something: one follower down, then a second, then back;
-    and steady partition growth so the headroom forecast has a trend."""
+    and steady partition growth so the headroom forecast has a trend. The steps sit at the
+    same fractions of every `period` (at 300 s: 30, 60, 120, 150, 210 and 240 s in), for a
+    day of cycles, at most DEMO_MAX_CYCLES."""
     from streaming.simulate.runner import Event
 
     if brokers < 3:
         return []
     events = []
-    for cycle in range(288):  # a day of cycles
+    for cycle in range(max(1, min(DEMO_MAX_CYCLES, math.ceil(86_400 / period)))):
         base = cycle * period
+
+        def at(fraction: float, base: float = base) -> float:
+            return base + fraction * period
+
         events += [
-            Event(base + 30, lambda m: m.add_partitions("topic-0", 3), "3 partitions added"),
-            Event(base + 150, lambda m: m.add_partitions("topic-0", 3), "3 partitions added"),
-            Event(base + 60, lambda m: m.broker_down(brokers),
+            Event(at(0.1), lambda m: m.add_partitions("topic-0", 3), "3 partitions added"),
+            Event(at(0.5), lambda m: m.add_partitions("topic-0", 3), "3 partitions added"),
+            Event(at(0.2), lambda m: m.broker_down(brokers),
                   f"FAULT: the simulator stops broker {brokers}"),
-            Event(base + 120, lambda m: m.broker_down(brokers - 1),
+            Event(at(0.4), lambda m: m.broker_down(brokers - 1),
                   f"FAULT: the simulator stops broker {brokers - 1} (under-min-ISR)"),
-            Event(base + 210, lambda m: m.broker_up(brokers - 1),
+            Event(at(0.7), lambda m: m.broker_up(brokers - 1),
                   f"RECOVERY: broker {brokers - 1} up"),
-            Event(base + 240, lambda m: m.broker_up(brokers), f"RECOVERY: broker {brokers} up"),
+            Event(at(0.8), lambda m: m.broker_up(brokers), f"RECOVERY: broker {brokers} up"),
         ]
     return events
 
@@ -168,7 +180,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
         sim_thread = threading.Thread(
             target=simulator.run, name="simulator", daemon=True,
             kwargs={"duration": args.duration or 10**9, "realtime": True,
-                    "events": demo_events(args.brokers), "stop": stop.is_set},
+                    "events": demo_events(args.brokers, args.fault_period),
+                    "stop": stop.is_set},
         )
         exporter = Exporter(config=config.exporter)
         exporter.start(config.exporter.bind, config.exporter.port)
@@ -176,13 +189,16 @@ def cmd_demo(args: argparse.Namespace) -> int:
         job.install_signal_handlers()
         sim_thread.start()
         job.start()
+        faults = (f"every {args.fault_period:g}s: broker {args.brokers} stopped, then broker "
+                  f"{args.brokers - 1}, both back" if args.brokers >= 3 else
+                  "none: the fault cycle needs --brokers 3 or more")
         print(f"""
 kafka-health demo running (Ctrl-C stops everything)
   metrics    Kafka {broker.bootstrap} (one node, real Apache Kafka), topic {args.topic}
   simulator  cluster {args.cluster}: {args.brokers} brokers, scrape every {args.scrape_interval}s
   delta      {config.delta.path}
   /metrics   http://{config.exporter.bind}:{config.exporter.port}/metrics
-  faults     every 300s: broker {args.brokers} stopped, then broker {args.brokers - 1}, both back
+  faults     {faults}
 """, flush=True)
         # brokers the simulator stops are known to the model, so stale-broker incidents name them
         stopped = _DownBrokers(model)
@@ -256,6 +272,14 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_cluster(args: argparse.Namespace) -> int:
     from streaming.testbed.demo import run_clusters
 
+    if not args.brokers:
+        for option, given in (("--ship", args.ship is not None),
+                              ("--name", args.name != args.parser.get_default("name")),
+                              ("--broker-only", args.broker_only
+                               != args.parser.get_default("broker_only"))):
+            if given:
+                usage_error(args, f"{option} is about the watched cluster, which --brokers 0 "
+                            "does not start: drop it, or give --brokers 1 or more")
     return run_clusters(args)
 
 
@@ -464,7 +488,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--metrics-port", type=_port, default=9464,
                       help="port of the job's Prometheus /metrics (default: 9464)")
     demo.add_argument("--fault-period", type=SECONDS, default=300.0,
-                      help="seconds per fault cycle on the real cluster (default: 300)")
+                      help="seconds per fault cycle (default: 300)")
     demo.add_argument("--simulated", action="store_true",
                       help="no watched Kafka: a simulated cluster produces the metrics "
                       "(faster to start, every scenario exact)")

@@ -154,6 +154,8 @@ USAGE_ERRORS = {
                                 "--out {tmp}/file/out: cannot create the report folder"),
     "report-negative-hours": (["report", "--hours", "-1"], "'-1' is not a number of hours > 0"),
     "cluster-negative-brokers": (["cluster", "--brokers", "-1"], "'-1' is not a whole number >= 0"),
+    "cluster-ship-without-watched": (["cluster", "--brokers", "0", "--ship", "5"],
+                                     "--ship is about the watched cluster, which --brokers 0"),
     "demo-port-out-of-range": (["demo", "--metrics-port", "70000"], "TCP port (1-65535)"),
     "demo-nan-duration": (["demo", "--duration", "nan"], "'nan' is not a number of seconds > 0"),
     "demo-real-with-a-simulated-shape": (["demo", "--brokers", "5"],
@@ -232,3 +234,18 @@ def test_run_with_its_metrics_port_taken_refuses_to_start_and_names_the_fix(
     assert f"not started: /metrics cannot listen on 127.0.0.1:{port}" in err
     assert "exporter.port" in err
     assert "Traceback" not in err
+
+
+def test_the_simulated_demos_faults_follow_the_fault_period() -> None:
+    """--fault-period sets the simulated demo's cycle as it does the real one's: the steps at
+    the same fractions of it, a day of cycles and never an unbounded list."""
+    from streaming.cli import DEMO_MAX_CYCLES, demo_events
+
+    def first_cycle(period: float) -> list[float]:
+        return sorted(e.at for e in demo_events(3, period) if e.at < period)
+
+    assert first_cycle(300) == [30, 60, 120, 150, 210, 240]
+    assert first_cycle(120) == pytest.approx([12, 24, 48, 60, 84, 96])
+    assert len(demo_events(3, 300)) == 6 * 288
+    assert len(demo_events(3, 0.01)) == 6 * DEMO_MAX_CYCLES
+    assert demo_events(2, 300) == []
