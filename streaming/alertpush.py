@@ -231,15 +231,17 @@ def spec_for(kind: str) -> AlertSpec:
 
 
 def check(config: AlertPushConfig) -> None:
-    """Refuse (AlertRulesError, a ConfigError) a push config whose kinds the rules file
-    cannot give an alert: `kafka-health run` and `check-config` call it, so a rule the push
-    cannot render stops the job at start instead of silently not paging. Kinds without a
-    paging rule are not refused (they are warned about and left to Prometheus)."""
+    """Refuse (AlertRulesError, a ConfigError) a push config with a kind that has no paging
+    rule (a misspelt kind would never page) or whose rule the rules file cannot give:
+    `kafka-health run` and `check-config` call it, so the job stops at start instead of
+    silently not paging. Without an Alertmanager URL nothing is pushed, and nothing checked."""
     if not config.urls():
         return
-    for kind in config.kinds:
-        if kind in ALERTNAMES:
-            spec_for(kind)
+    for i, kind in enumerate(config.kinds):
+        if kind not in ALERTNAMES:
+            raise AlertRulesError(f"alert_push.kinds[{i}]: {kind!r} is not a kind with a "
+                                  f"paging rule; one of: {', '.join(ALERTNAMES)}")
+        spec_for(kind)
 
 
 @dataclass

@@ -212,9 +212,13 @@ def starting_offsets_valid(value: str) -> bool:
 # port's digits (after a colon): kafka-a:9404 and kafka-b:9404 are no broker 9404. The
 # look-behind also starts a match only at a digit run's start, which keeps the search
 # linear (without it, quadratic in a long digit run). An IP address's digits name no
-# broker either (10.0.0.7 and 10.0.0.8 would both read as 10): the resolver does not read
-# an IP address instance by any regex, instance_map names its broker.
+# broker either (10.0.0.7 and 10.0.0.8 would both read as 10): with this regex the
+# resolver reads no IP address instance, instance_map names its broker. A regex of the
+# user's own is applied to IP addresses too (a fleet whose broker ids are the last octet).
 DEFAULT_INSTANCE_REGEX = r"(?<![\d:])(\d+)(?:[.:/]|$)"
+# The default before it, which read a port's digits: a config that names it means the
+# default (the example config showed it as such).
+EARLIER_DEFAULT_INSTANCE_REGEX = r"(?<!\d)(\d+)(?:[.:/]|$)"
 
 
 @dataclass
@@ -229,8 +233,8 @@ class IdentityConfig:
     a loopback address (a Telegraf beside its broker polls http://localhost:8778) nor a
     UUID (the OpenTelemetry Java agent's random service.instance.id), mapped by
     `instance_map` or else its digits by `broker_from_instance_regex` (Strimzi pod names
-    end in the broker id: my-cluster-kafka-0, my-cluster-broker-3), never an IP address's
-    digits. A sample without a
+    end in the broker id: my-cluster-kafka-0, my-cluster-broker-3; the default regex never
+    reads an IP address's digits). A sample without a
     broker is quarantined (no_broker_identity); there is no default broker. A sample whose
     cluster is `default_cluster` for want of any of the above is kept, counted on
     kafka_health_pipeline_identity_defaulted_samples_total{field="cluster"} and warned
@@ -257,11 +261,13 @@ class IdentityConfig:
         ]
     )
     instance_map: dict[str, str] = field(default_factory=dict)
-    # The digits of a host name (see DEFAULT_INSTANCE_REGEX); never applied to an IP address.
+    # The digits of a host name (see DEFAULT_INSTANCE_REGEX).
     broker_from_instance_regex: str | None = DEFAULT_INSTANCE_REGEX
     key_pattern: str | None = r"^(?:(?P<cluster>[^/]+)/)?(?P<broker>[^/]+)$"
 
     def validate(self, path: str) -> None:
+        if self.broker_from_instance_regex == EARLIER_DEFAULT_INSTANCE_REGEX:
+            self.broker_from_instance_regex = DEFAULT_INSTANCE_REGEX
         for name in ("broker_from_instance_regex", "key_pattern"):
             pattern = getattr(self, name)
             if pattern is None:
@@ -506,13 +512,6 @@ class AlertPushConfig:
             raise ConfigError(f"{path}.timeout_seconds: must be > 0")
         if self.max_alerts_per_push < 1:
             raise ConfigError(f"{path}.max_alerts_per_push: must be >= 1")
-        from streaming.alertpush import ALERTNAMES  # it imports this module
-
-        for i, kind in enumerate(self.kinds):
-            if kind not in ALERTNAMES:
-                # a misspelt kind would never page, with one warning in the log at most
-                raise ConfigError(f"{path}.kinds[{i}]: {kind!r} is not a kind with a paging "
-                                  f"rule; one of: {', '.join(ALERTNAMES)}")
 
 
 @dataclass
@@ -605,11 +604,14 @@ class Config:
         """Each cluster's headroom facts as the headroom stage will build them: a misspelt
         key (vm_max_mapcount) or a bad value fails at start with its dotted path, not when
         a batch first reaches the cluster, and never leaves a default silently in force."""
-        from streaming.headroom.model import make_config
+        from streaming.headroom.model import load_defaults, make_config
 
+        if not self.clusters:
+            return
+        defaults = load_defaults()  # its own errors name its file
         for name, overrides in self.clusters.items():  # each a dict: _convert checked
             try:
-                make_config(overrides)
+                make_config(overrides, defaults)
             except (TypeError, ValueError) as err:
                 raise ConfigError(f"clusters.{name}: {err}") from err
 

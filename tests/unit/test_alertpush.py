@@ -239,6 +239,18 @@ def test_a_template_the_push_cannot_render_is_refused_at_config_check(
     assert "cannot render" in caplog.text and alertpush.STATS.failures == 0
 
 
+def test_a_kind_without_a_paging_rule_is_refused_at_config_check() -> None:
+    """A misspelt kind (the demo prints kinds hyphenated) would never page: refused at
+    start, named; with no Alertmanager to push to, nothing is checked."""
+    with pytest.raises(ConfigError) as refused:
+        alertpush.check(config("http://x", ["unclean_election", "under-min-isr"]))
+    assert str(refused.value) == (
+        "alert_push.kinds[1]: 'under-min-isr' is not a kind with a paging rule; one of: "
+        + ", ".join(ALERTNAMES))
+    alertpush.check(config(None, ["under-min-isr"]))
+    alertpush.check(config("http://x", list(ALERTNAMES)))
+
+
 def test_an_unterminated_template_is_refused(rules_copy: Any) -> None:
     rules_copy("KafkaOfflinePartitions", annotations={"summary": "{{ $labels.cluster "})
     with pytest.raises(ConfigError, match="KafkaOfflinePartitions annotation summary: "

@@ -44,24 +44,19 @@ def test_wrong_type_and_bad_choice_are_named(tmp_path):
      "clusters.prod: unknown headroom override key 'vm_max_mapcount'"),
     ("clusters:\n  prod:\n    max_broker_partitions: -5\n",
      "clusters.prod: max_broker_partitions must be a positive int or null"),
-    ("clusters:\n  prod: 262144\n", "clusters.prod: expected a mapping"),
-    ("alert_push:\n  kinds: [unclean_election, under-min-isr]\n",
-     "alert_push.kinds[1]: 'under-min-isr' is not a kind with a paging rule; one of: "
-     "unclean_election, under_min_isr"),
 ])
-def test_a_setting_that_would_be_ignored_at_run_time_fails_at_start(tmp_path, text, said):
-    """A misspelt headroom fact would leave the default ceiling in force, and a misspelt
-    pushed kind would never page: both fail at start, named, not when first used."""
+def test_a_headroom_fact_that_would_be_ignored_at_run_time_fails_at_start(tmp_path, text, said):
+    """A misspelt headroom fact would leave the default ceiling in force: it fails at start,
+    named, not when a batch first reaches the cluster."""
     with pytest.raises(ConfigError) as err:
         load_config(write(tmp_path, text), environ={})
     assert said in str(err.value)
 
 
-def test_cluster_headroom_facts_and_pushed_kinds_that_exist_pass(tmp_path):
+def test_cluster_headroom_facts_that_exist_pass(tmp_path):
     config = load_config(write(tmp_path, (
         "clusters:\n  prod:\n    vm_max_map_count: 262144\n    max_broker_partitions: 4000\n"
-        "alert_push:\n  kinds: [under_min_isr, unclean_election, offline_partitions, "
-        "controller]\n")), environ={})
+        )), environ={})
     assert config.clusters["prod"]["vm_max_map_count"] == 262144
 
 
