@@ -136,22 +136,31 @@ class Observations(list):
             self.append(item)
 
 
-def each_item(items: list[Any], decode_one: Callable[[Any], Any], where: str = ""
-              ) -> Observations:
+# The longest item detail a Rejected keeps: the quarantine row keeps the first 500
+# characters of one record's first reject, and a record may hold thousands of broken items.
+MAX_ITEM_DETAIL = 300
+
+
+def each_item(items: list[Any], decode_one: Callable[[Any], Any], where: str = "",
+              out: Observations | None = None) -> Observations:
     """The observations of a record's list of items (a Telegraf batch, a list of adapter
-    samples, an OTLP message's resources, metrics and data points), each decoded by
-    `decode_one` (an observation or a list of them): a broken item is quarantined in its
-    place, named by `where` and its index, and the others are kept, as a broken entry of a
-    Jolokia bulk read is. The samples cap still refuses the record whole: that bound is the
-    record's, not an item's."""
-    out = Observations()
+    samples, an OTLP message's resources, scopes, metrics and data points), each decoded by
+    `decode_one` (an observation or a list of them, or None once it has added its own to
+    `out`): a broken item is quarantined in its place, named by `where` and its index, and
+    the others are kept, as a broken entry of a Jolokia bulk read is. Nested lists share
+    one `out`, so the samples cap still refuses the record whole the moment it is passed:
+    that bound is the record's, not an item's."""
+    out = Observations() if out is None else out
     for index, item in enumerate(items):
         try:
             part = decode_one(item)
         except DecodeError as err:
             if err.reason == "too_many_samples":
                 raise
-            part = Rejected(err.reason, f"{where}[{index}]: {err.detail}")
+            part = Rejected(err.reason, f"{where[:120]}[{index}]: "
+                                        f"{err.detail[:MAX_ITEM_DETAIL]}")
+        if part is None:
+            continue
         if isinstance(part, list):
             out.extend(part)
         else:

@@ -24,8 +24,8 @@ values are {stringValue | intValue | doubleValue | boolValue | arrayValue | kvli
 - A point flagged FLAG_NO_RECORDED_VALUE (OTLP's staleness marker) is skipped, like a
   Jolokia entry with an error status: no value, so no sample and no false zero. A record
   left with no sample at all is quarantined as `no_samples` (records.py), not dropped.
-- A broken resource, metric or data point is quarantined in its place, named by where it
-  sits, and the message's other samples are kept (common.each_item): one export carries
+- A broken resource, scope, metric or data point is quarantined in its place, named by
+  where it sits, and the message's other samples are kept (common.each_item): one export carries
   every metric of the collector's brokers.
 - Histograms and summaries are not in the catalog; their count and sum are kept as
   unknown observations (metric = null, raw_name, attribute Count / Sum).
@@ -170,8 +170,9 @@ def _point_observations(catalog: Catalog, name: str, kind: str, delta: bool, poi
     """The observations of one data point of metric `name` (a `kind` body)."""
     if not isinstance(point, dict):
         raise DecodeError("wrong_type", "a data point must be an object")
+    shown = name[:120]  # in a reason: a name may be as long as the message
     if kind in ("histogram", "summary"):
-        labels = {**_attributes(point.get("attributes"), name), "raw_name": name}
+        labels = {**_attributes(point.get("attributes"), shown), "raw_name": name}
         ts = _time(point)
         return [ResourceObservation(ts, None, attribute, _number(point[key], key, integer),
                                     "gauge", dict(labels), name, hints)
@@ -179,19 +180,19 @@ def _point_observations(catalog: Catalog, name: str, kind: str, delta: bool, poi
                 if key in point]
     flags = point.get("flags")
     if flags is not None and (isinstance(flags, bool) or not isinstance(flags, int)):
-        raise DecodeError("wrong_type", f"{name}: flags must be an integer")
+        raise DecodeError("wrong_type", f"{shown}: flags must be an integer")
     if flags and flags & FLAG_NO_RECORDED_VALUE:
         return []
     if delta:
         return [Rejected("unsupported_temporality",
-                         f"{name}: delta/unspecified sums cannot become cumulative counts")]
+                         f"{shown}: delta/unspecified sums cannot become cumulative counts")]
     if "asInt" in point:
         value = _number(point["asInt"], "asInt", integer=INT64)
     elif "asDouble" in point:
         value = _number(point["asDouble"], "asDouble")
     else:
-        return [Rejected("missing_field", f"{name}: data point without asInt/asDouble")]
-    labels = _attributes(point.get("attributes"), name)
+        return [Rejected("missing_field", f"{shown}: data point without asInt/asDouble")]
+    labels = _attributes(point.get("attributes"), shown)
     ts = _time(point)
     found = catalog.from_otel(name, labels)
     if found is None:
@@ -204,8 +205,9 @@ def _point_observations(catalog: Catalog, name: str, kind: str, delta: bool, poi
                                 metric_def.sample_kind(attribute), labels, None, hints)]
 
 
-def _metric_observations(catalog: Catalog, metric: Any, hints: dict[str, str]) -> Observations:
-    """One metric's data points; a broken point is quarantined alone (each_item)."""
+def _metric_observations(catalog: Catalog, metric: Any, hints: dict[str, str], where: str,
+                         out: Observations) -> None:
+    """One metric's data points into `out`; a broken point is quarantined alone."""
     if not isinstance(metric, dict) or not isinstance(metric.get("name"), str):
         raise DecodeError("missing_field", "metrics[].name")
     name = metric["name"]
@@ -220,14 +222,15 @@ def _metric_observations(catalog: Catalog, metric: Any, hints: dict[str, str]) -
     elif "histogram" in metric or "summary" in metric:
         kind = "histogram" if "histogram" in metric else "summary"
     else:
-        return Observations()  # exponentialHistogram and future types: nothing the catalog knows
-    return each_item(_points(metric, kind), lambda point: _point_observations(
-        catalog, name, kind, delta, point, hints), f"{name}.dataPoints")
+        return  # exponentialHistogram and future types: nothing the catalog knows
+    each_item(_points(metric, kind), lambda point: _point_observations(
+        catalog, name, kind, delta, point, hints), f"{name[:120]} ({where}).dataPoints", out)
 
 
-def _resource_observations(catalog: Catalog, resource_metrics: Any) -> Observations:
-    """One resource's metrics, named by its attributes (the identity hints): a broken
-    metric is quarantined alone; a broken resource or scope, whole."""
+def _resource_observations(catalog: Catalog, resource_metrics: Any, where: str,
+                           out: Observations) -> None:
+    """One resource's metrics into `out`, named by its attributes (the identity hints): a
+    broken scope or metric is quarantined alone; a broken resource, whole."""
     if not isinstance(resource_metrics, dict):
         raise DecodeError("wrong_type", "resourceMetrics entries must be objects")
     resource = resource_metrics.get("resource")
@@ -236,28 +239,35 @@ def _resource_observations(catalog: Catalog, resource_metrics: Any) -> Observati
     if not isinstance(resource, dict):
         raise DecodeError("wrong_type", "resource must be an object")
     hints = _attributes(resource.get("attributes"), "resource")
-    out = Observations()
-    for scope in _list(resource_metrics, "scopeMetrics", "scopeMetrics"):
+
+    def scope_observations(indexed: tuple[int, Any]) -> None:
+        index, scope = indexed
         if not isinstance(scope, dict):
             raise DecodeError("wrong_type", "scopeMetrics entries must be objects")
-        out.extend(each_item(_list(scope, "metrics", "metrics"),
-                             lambda metric: _metric_observations(catalog, metric, hints),
-                             "metrics"))
-    return out
+        path = f"{where}.scopeMetrics[{index}].metrics"
+        each_item(list(enumerate(_list(scope, "metrics", "metrics"))),
+                  lambda pair: _metric_observations(catalog, pair[1], hints,
+                                                    f"{path}[{pair[0]}]", out), path, out)
+
+    each_item(list(enumerate(_list(resource_metrics, "scopeMetrics", "scopeMetrics"))),
+              scope_observations, f"{where}.scopeMetrics", out)
 
 
 def decode(doc: Any, catalog: Catalog) -> tuple[list[Any], dict[str, str]]:
-    """Observations of one ExportMetricsServiceRequest. A broken resource, metric or data
-    point is quarantined in its place (each_item) and the message's others are kept: one
-    collector export holds every metric of its brokers, and one malformed point must not
-    silence them all (a broker without samples goes stale and pages)."""
+    """Observations of one ExportMetricsServiceRequest. A broken resource, scope, metric or
+    data point is quarantined in its place, named by where it sits (each_item), and the
+    message's others are kept: one collector export holds every metric of its brokers, and
+    one malformed point must not silence them all (a broker without samples goes stale and
+    pages)."""
     if not isinstance(doc, dict):
         raise DecodeError("wrong_type", "an OTLP metrics message must be an object")
     resources = doc.get("resourceMetrics")
     if not isinstance(resources, list):
         raise DecodeError("missing_field", "resourceMetrics")
-    return each_item(resources, lambda resource_metrics: _resource_observations(
-        catalog, resource_metrics), "resourceMetrics"), {}
+    out = Observations()
+    each_item(list(enumerate(resources)), lambda pair: _resource_observations(
+        catalog, pair[1], f"resourceMetrics[{pair[0]}]", out), "resourceMetrics", out)
+    return out, {}
 
 
 def looks_like(doc: Any) -> bool:

@@ -642,13 +642,15 @@ def _otlp_good_and(broken_metric: dict | None = None, broken_point: dict | None 
 
 @pytest.mark.parametrize("value, where", [
     (_otlp_good_and(broken_point={**point(1), "asInt": "12abc"}),
-     "kafka.partition.count.dataPoints[1]: asInt"),
+     "kafka.partition.count (resourceMetrics[0].scopeMetrics[0].metrics[0]).dataPoints[1]: asInt"),
     (_otlp_good_and(broken_point={**point(1), "timeUnixNano": True}),
-     "kafka.partition.count.dataPoints[1]: "),
-    (_otlp_good_and(broken_point=[1]), "kafka.partition.count.dataPoints[1]: "),
+     "kafka.partition.count (resourceMetrics[0].scopeMetrics[0].metrics[0]).dataPoints[1]: "),
+    (_otlp_good_and(broken_point=[1]),
+     "kafka.partition.count (resourceMetrics[0].scopeMetrics[0].metrics[0]).dataPoints[1]: "),
     (_otlp_good_and(broken_metric={"name": "kafka.isr.operation.count", "sum": "x"}),
-     "metrics[1]: "),
-    (_otlp_good_and(broken_metric={"gauge": {"dataPoints": [point(1)]}}), "metrics[1]: "),
+     "resourceMetrics[0].scopeMetrics[0].metrics[1]: "),
+    (_otlp_good_and(broken_metric={"gauge": {"dataPoints": [point(1)]}}),
+     "resourceMetrics[0].scopeMetrics[0].metrics[1]: "),
     (_otlp_good_and(broken_resource={"resource": {"attributes": 5}, "scopeMetrics": []}),
      "resourceMetrics[1]: "),
 ])
@@ -663,3 +665,17 @@ def test_one_broken_piece_of_an_otlp_export_keeps_the_rest(value: bytes, where: 
     [bad] = [r["reject_reason"] for r in rows if r["reject_reason"] is not None]
     assert bad.startswith("wrong_type: " + where) or bad.startswith(
         "missing_field: " + where), bad
+
+
+def test_the_broken_points_of_a_long_named_metric_keep_short_reasons() -> None:
+    """A metric name may be as long as the message and every one of its points broken: a
+    reason names it shortened, so the rejects of one record stay small."""
+    from streaming.catalog import load_catalog
+    from streaming.decode import otlp
+
+    name = "m" * 1_000_000
+    doc = otlp_doc([{"name": name, "gauge": {"dataPoints": [
+        {**point(1), "flags": True} for _ in range(300)]}}])
+    observations, _ = otlp.decode(doc, load_catalog())
+    assert len(observations) == 300
+    assert max(len(r.detail) for r in observations) < 700
