@@ -275,8 +275,8 @@ def cmd_cluster(args: argparse.Namespace) -> int:
     if not args.brokers:
         for option, given in (("--ship", args.ship is not None),
                               ("--name", args.name != args.parser.get_default("name")),
-                              ("--broker-only", args.broker_only
-                               != args.parser.get_default("broker_only"))):
+                              ("--broker-only", args.broker_only not in (
+                                  0, args.parser.get_default("broker_only")))):
             if given:
                 usage_error(args, f"{option} is about the watched cluster, which --brokers 0 "
                             "does not start: drop it, or give --brokers 1 or more")

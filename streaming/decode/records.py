@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from streaming.catalog import Catalog, load_catalog
-from streaming.config import Config, IdentityConfig
+from streaming.config import DEFAULT_INSTANCE_REGEX, Config, IdentityConfig
 from streaming.decode import jolokia, jolokia_columnar, otlp, prometheus, telegraf
 from streaming.decode.common import (
     LIMITS,
@@ -59,12 +59,17 @@ MAX_KEY_CHARS = 4 * MAX_IDENTITY_CHARS
 # names no broker: the next instance label does. Anchored, so linear in any input.
 LOOPBACK = re.compile(r"(?:[A-Za-z][A-Za-z0-9+.-]{0,15}://)?"
                       r"(?:localhost|127(?:\.\d{1,3}){3}|\[::1\]|::1|0\.0\.0\.0)(?:[:/]|$)")
-UUID = re.compile(r"[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}")
-# A host that is an IP address (10.0.0.7:9404, [fd00::7]:9404, fd00::7), matched on an
-# instance's text after its URL's last "://": its digits are no broker id (see
-# config.DEFAULT_INSTANCE_REGEX).
-IP_HOST = re.compile(r"\d{1,3}(?:\.\d{1,3}){3}(?:[:/]|$)|\[[0-9A-Fa-f:.]+(?:%[^\]]*)?\]"
-                     r"|[0-9A-Fa-f]{0,4}(?::[0-9A-Fa-f]{0,4}){2,7}$")
+# Values that are no host name: a UUID (the OpenTelemetry Java agent's random
+# service.instance.id) or a Docker container id (a container's default host name).
+NOT_A_HOST = re.compile(r"[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-"
+                        r"[0-9A-Fa-f]{12}|[0-9a-f]{12}|[0-9a-f]{64}")
+# A host that is an IP address (10.0.0.7:9404, [fd00::7]:9404, fd00::7, ::ffff:10.0.0.7) or
+# spells one (10.0.0.7.nip.io, ip-10-0-0-7.ec2.internal, 10-0-0-7.ns.pod.cluster.local),
+# matched on an instance's text after its URL's last "://": its digits are no broker id
+# (see config.DEFAULT_INSTANCE_REGEX).
+IP_HOST = re.compile(r"(?:ip-)?\d{1,3}(?:([.-])\d{1,3})(?:\1\d{1,3}){2}(?:[.:/]|$)"
+                     r"|\[[0-9A-Fa-f:.]+(?:%[^\]]*)?\]"
+                     r"|[0-9A-Fa-f]{0,4}:[0-9A-Fa-f]{0,4}:[0-9A-Fa-f:.]*$")
 
 
 def is_ip_host(instance: str) -> bool:
@@ -150,6 +155,9 @@ class IdentityResolver:
             if identity.broker_from_instance_regex
             else None
         )
+        # The default regex reads host names' digits only; a regex of the user's own is
+        # applied to whatever the instance is (a fleet whose broker ids are the last octet).
+        self.hosts_only = identity.broker_from_instance_regex == DEFAULT_INSTANCE_REGEX
         self.strip = set(identity.cluster_labels) | set(identity.broker_labels) | set(
             identity.instance_labels
         ) | set(DROP_LABELS)
@@ -167,13 +175,14 @@ class IdentityResolver:
     @staticmethod
     def _instance(names: list[str], *sources: dict[str, str]) -> str | None:
         """The first instance label that names a host: not a loopback address (a Telegraf
-        beside its broker polls localhost), not a UUID (OpenTelemetry's Java agent sets
-        service.instance.id to a random one, new at every start, whose digits would name a
-        broker at random)."""
+        beside its broker polls localhost), not a UUID or a container id (OpenTelemetry's
+        Java agent sets service.instance.id to a random UUID, new at every start, whose
+        digits would name a broker at random). An IP address does not move the search on:
+        a later label may name a central shipper's own machine (Telegraf's `host`)."""
         for source in sources:
             for name in names:
                 value = source.get(name)
-                if value and not LOOPBACK.match(value) and not UUID.fullmatch(value):
+                if value and not LOOPBACK.match(value) and not NOT_A_HOST.fullmatch(value):
                     return value
         return None
 
@@ -226,13 +235,14 @@ class IdentityResolver:
                 _bounded("instance", instance)
                 broker = ident.instance_map.get(instance)
                 if broker is None and self.instance_re is not None:
-                    if is_ip_host(instance):
-                        raise DecodeError(
-                            "no_broker_identity", f"instance {instance[:80]!r} is an IP "
-                            "address, whose digits name no broker: map it to its broker id "
-                            "in identity.instance_map, or label the samples with the broker")
+                    if self.hosts_only and is_ip_host(instance):
+                        raise DecodeError("no_broker_identity", f"instance {instance[:80]!r} is "
+                                          f"an IP address, whose digits name no broker: {FIX}")
                     match = self.instance_re.search(instance)
-                    broker = match.group(1) if match else None
+                    if match is None:
+                        raise DecodeError("no_broker_identity", f"instance {instance[:80]!r} "
+                                          f"holds no broker id: {FIX}")
+                    broker = match.group(1)
         _bounded("cluster", cluster)
         if broker is not None:
             _bounded("broker", broker)
@@ -242,6 +252,11 @@ class IdentityResolver:
                 raise DecodeError("reserved_identity", f"broker {CLUSTER_WIDE!r} stands for "
                                   "a whole cluster in kafka-health's incidents and pages")
         return cluster, broker, defaulted
+
+
+# How to name the broker of an instance that does not say it.
+FIX = ("map it to its broker id in identity.instance_map, or label the samples with the "
+       "broker")
 
 
 def _bounded(what: str, value: str) -> None:

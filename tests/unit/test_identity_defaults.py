@@ -118,15 +118,17 @@ def test_otlp_resource_attributes_name_cluster_and_broker():
 
 def test_otlp_service_instance_id_as_a_uuid_names_no_broker_and_host_name_does():
     """OpenTelemetry's Java agent sets service.instance.id to a random UUID, new at every
-    start: its digits (a UUID ending in 9 would be broker 9) must not name the broker."""
+    start, and a container's host name is its id: their digits (a UUID ending in 9 would be
+    broker 9) must not name the broker."""
     out = decode_record_batch(records([
         otlp({"service.instance.id": "5f3c9a2e-0b7d-4c1e-9a55-2d9e1b7c4a09",
               "host.name": "kafka-4"}),
-        otlp({"service.instance.id": "5F3C9A2E-0B7D-4C1E-9A55-2D9E1B7C4A10"})]),
+        otlp({"service.instance.id": "5F3C9A2E-0B7D-4C1E-9A55-2D9E1B7C4A10"}),
+        otlp({"host.name": "a1b2c3d4e5f6"})]),
         DecodeContext()).to_pylist()
-    assert [row["broker"] for row in out] == ["4", None]
+    assert [row["broker"] for row in out] == ["4", None, None]
     assert [(row["reject_reason"] or "").split(":")[0] for row in out] == [
-        "", "no_broker_identity"]
+        "", "no_broker_identity", "no_broker_identity"]
 
 
 def test_record_headers_name_cluster_and_broker_in_both_decode_paths():

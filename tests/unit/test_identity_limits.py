@@ -90,20 +90,32 @@ def test_default_instance_regex_still_finds_the_broker_number() -> None:
     resolver = IdentityResolver(IdentityConfig(), {})
     for instance, broker in [("kafka-12.prod:9404", "12"), ("broker3", "3"),
                              ("http://kafka-2:8778/jolokia", "2"), ("kafka-7", "7"),
-                             ("kafka-a:9404", None), ("kafka-1.10.0.0.7.nip.io:9404", "1"),
+                             ("kafka-1.10.0.0.7.nip.io:9404", "1"),
+                             ("kafka-0.kafka-headless.ns.svc.cluster.local:9404", "0"),
                              ("service:jmx:rmi:///jndi/rmi://kafka-3:9999/jmxrmi", "3")]:
         assert resolver.resolve({"instance": instance}, {}, {}, "t") == ("default", broker)
 
 
+@pytest.mark.parametrize("instance", ["kafka-a:9404", "http://kafka:8778/jolokia"])
+def test_a_ports_digits_are_no_broker_id_and_the_reason_names_the_instance(instance: str
+                                                                           ) -> None:
+    """kafka-a:9404 and kafka-b:9404 would both be broker 9404."""
+    with pytest.raises(DecodeError) as raised:
+        IdentityResolver(IdentityConfig(), {}).resolve({"instance": instance}, {}, {}, "t")
+    assert raised.value.reason == "no_broker_identity"
+    assert raised.value.detail.startswith(f"instance {instance!r} holds no broker id: map it")
+
+
 @pytest.mark.parametrize("instance", [
     "10.0.0.7:9404", "10.0.0.8", "http://10.0.0.9:8778/jolokia", "[fd00::7]:9404",
-    "[fe80::1%eth0]:9404", "fd00::7", "fd00:0:0:0:0:0:0:7",
+    "[fe80::1%eth0]:9404", "fd00::7", "fd00:0:0:0:0:0:0:7", "::ffff:10.0.0.7",
+    "10.0.0.7.nip.io:9404", "ip-10-0-0-7.ec2.internal:9404", "10-0-0-7.ns.pod.cluster.local",
     "service:jmx:rmi:///jndi/rmi://10.0.0.7:9999/jmxrmi"])
 def test_an_ip_address_instance_is_no_broker_id(instance: str) -> None:
-    """The default regex would read 10.0.0.7, 10.0.0.8 and 10.0.0.9 as one broker 10, whose
-    samples would then mix and keep each other fresh (a broker down would never go stale):
-    the sample is quarantined with the fix in its reason, unless instance_map maps it. A
-    regex of one's own is not applied to it either."""
+    """The default regex would read 10.0.0.7, 10.0.0.8 and 10.0.0.9 as one broker 10 (or
+    spelt with dashes, as 7, across subnets), whose samples would then mix and keep each
+    other fresh (a broker down would never go stale): the sample is quarantined with the fix
+    in its reason, unless instance_map maps it."""
     resolver = IdentityResolver(IdentityConfig(), {})
     with pytest.raises(DecodeError) as raised:
         resolver.resolve({"instance": instance}, {}, {}, "t")
@@ -111,9 +123,23 @@ def test_an_ip_address_instance_is_no_broker_id(instance: str) -> None:
     assert "identity.instance_map" in raised.value.detail
     mapped = IdentityResolver(IdentityConfig(instance_map={instance: "7"}), {})
     assert mapped.resolve({"instance": instance}, {}, {}, "t") == ("default", "7")
-    own = IdentityResolver(IdentityConfig(broker_from_instance_regex=r"(\d+)"), {})
-    with pytest.raises(DecodeError):
-        own.resolve({"instance": instance}, {}, {}, "t")
+
+
+def test_a_regex_of_ones_own_reads_ip_addresses_too() -> None:
+    """A fleet whose convention is the last octet says so with its own regex."""
+    resolver = IdentityResolver(IdentityConfig(
+        broker_from_instance_regex=r"\.(\d+)(?::\d+)?$"), {})
+    assert resolver.resolve({"instance": "10.0.0.7:9404"}, {}, {}, "t") == ("default", "7")
+
+
+def test_the_earlier_default_regex_in_a_config_means_the_default() -> None:
+    """The example config showed the earlier default (which read a port's digits) as the
+    default: a config copied from it gets today's."""
+    from streaming.config import DEFAULT_INSTANCE_REGEX, EARLIER_DEFAULT_INSTANCE_REGEX
+
+    identity = IdentityConfig(broker_from_instance_regex=EARLIER_DEFAULT_INSTANCE_REGEX)
+    identity.validate("identity")
+    assert identity.broker_from_instance_regex == DEFAULT_INSTANCE_REGEX
 
 
 @pytest.mark.parametrize("columnar", [True, False])
