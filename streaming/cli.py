@@ -46,7 +46,7 @@ def _number(kind: Callable[[str], Any], low: float, what: str) -> Callable[[str]
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
-        if not value >= low:  # also refuses nan
+        if not low <= value < math.inf:  # also refuses nan, and inf (no cycle, no timer)
             raise argparse.ArgumentTypeError(f"{text!r} is not {what}")
         return value
     return parse
@@ -54,8 +54,8 @@ def _number(kind: Callable[[str], Any], low: float, what: str) -> Callable[[str]
 
 POSITIVE_INT = _number(int, 1, "a whole number >= 1")
 COUNT = _number(int, 0, "a whole number >= 0")
-SECONDS = _number(float, 1e-3, "a number of seconds > 0")
-HOURS = _number(float, 1e-6, "a number of hours > 0")
+SECONDS = _number(float, 1e-3, "a finite number of seconds > 0")
+HOURS = _number(float, 1e-6, "a finite number of hours > 0")
 
 
 def _port(text: str) -> int:
