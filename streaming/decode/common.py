@@ -136,7 +136,7 @@ class Observations(list):
             self.append(item)
 
 
-# The longest item detail a Rejected keeps: the quarantine row keeps the first 500
+# The longest item path and detail a Rejected keeps: the quarantine row keeps the first 500
 # characters of one record's first reject, and a record may hold thousands of broken items.
 MAX_ITEM_DETAIL = 300
 
@@ -157,7 +157,7 @@ def each_item(items: list[Any], decode_one: Callable[[Any], Any], where: str = "
         except DecodeError as err:
             if err.reason == "too_many_samples":
                 raise
-            part = Rejected(err.reason, f"{where[:120]}[{index}]: "
+            part = Rejected(err.reason, f"{where[:MAX_ITEM_DETAIL]}[{index}]: "
                                         f"{err.detail[:MAX_ITEM_DETAIL]}")
         if part is None:
             continue
