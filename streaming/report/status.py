@@ -103,7 +103,10 @@ def _lowest_headroom(delta_root: str | Path, cluster: str | None,
             status.notes.append(table.attrs.get("why_empty", ""))
         return []
     known = table[table["headroom"].notna()]
-    lowest = known.sort_values("headroom", kind="stable").drop_duplicates("cluster")
+    # by the share left, as KafkaPartitionHeadroomLow pages: a broker holding no partitions
+    # has a ceiling of its own (no leaders to scale by) and can read fewest partitions left
+    lowest = known.sort_values(["headroom_pct", "headroom"], kind="stable",
+                               na_position="last").drop_duplicates("cluster")
     return [{"cluster": r.cluster, "broker": r.broker, "headroom": _number(r.headroom),
              "headroom_pct": _number(r.headroom_pct), "partitions": _number(r.partitions),
              "binding_bound": r.binding_bound, "binding_ceiling": _number(r.binding_ceiling),

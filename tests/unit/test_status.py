@@ -156,3 +156,23 @@ def test_shown_bounds_and_escapes() -> None:
     assert shown("x" * 200) == "x" * 79 + "…"
     assert shown("a\x00b\x1b[2J") == "a\\x00b\\x1b[2J"
     assert shown(None) == "-"
+
+
+def test_the_lowest_headroom_is_the_smallest_share_left_as_the_alert_pages(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A broker holding no partitions has a ceiling of its own (no leader share to scale
+    by, here 1,000) and so the fewest partitions left, all of them free; the broker that
+    KafkaPartitionHeadroomLow would page for first is the one with the smallest share."""
+    import pandas as pd
+
+    from streaming.report import status as status_module
+
+    frame = pd.DataFrame([
+        {"cluster": "demo", "broker": "2", "headroom": 1000.0, "headroom_pct": 100.0},
+        {"cluster": "demo", "broker": "1", "headroom": 1494.0, "headroom_pct": 99.6},
+        {"cluster": "demo", "broker": "3", "headroom": None, "headroom_pct": None},
+    ]).assign(partitions=0.0, binding_bound="recovery", binding_ceiling=1500.0,
+              days_to_ceiling=None, evaluated_at=WINDOWS[-1])
+    monkeypatch.setattr(status_module, "headroom_table", lambda *_: frame)
+    [lowest] = status_module._lowest_headroom("unused", None, status_module.Status())
+    assert (lowest["broker"], lowest["headroom_pct"]) == ("1", 99.6)
