@@ -217,8 +217,15 @@ def starting_offsets_valid(value: str) -> bool:
 # user's own is applied to IP addresses too (a fleet whose broker ids are the last octet).
 DEFAULT_INSTANCE_REGEX = r"(?<![\d:])(\d+)(?:[.:/]|$)"
 # The default before it, which read a port's digits: a config that names it means the
-# default (the example config showed it as such).
+# default (IdentityConfig.validate).
 EARLIER_DEFAULT_INSTANCE_REGEX = r"(?<!\d)(\d+)(?:[.:/]|$)"
+# A record key names the broker only as its number, a Kafka broker id: "prod/3" or "3". Other
+# keys are how a shipper partitions, not identity: Telegraf's routing_tag (a central
+# Telegraf's own host name), routing_key "random" (a UUID), the OpenTelemetry Collector's
+# hash of the resource attributes (16 raw bytes); read as a broker they would move every
+# sample to a broker of that name. Such a key is passed over for the instance labels.
+DEFAULT_KEY_PATTERN = r"^(?:(?P<cluster>[^/]+)/)?(?P<broker>\d+)$"
+EARLIER_DEFAULT_KEY_PATTERN = r"^(?:(?P<cluster>[^/]+)/)?(?P<broker>[^/]+)$"
 
 
 @dataclass
@@ -229,9 +236,10 @@ class IdentityConfig:
     (OTLP resource attributes), the record header `cluster`, the `cluster` group of
     `key_pattern` in the record key, the topic's own `cluster` (source.topics), and last
     `default_cluster`. Broker: a `broker_labels` label (sample, then record), the header
-    `broker`, the key's `broker` group, then the first `instance_labels` label that is not
-    a loopback address (a Telegraf beside its broker polls http://localhost:8778) nor a
-    UUID (the OpenTelemetry Java agent's random service.instance.id), mapped by
+    `broker`, the key's `broker` group (a broker id: see DEFAULT_KEY_PATTERN), then the
+    first `instance_labels` label that is not a loopback address (a Telegraf beside its
+    broker polls http://localhost:8778) nor a UUID or container id (the OpenTelemetry Java
+    agent's random service.instance.id), mapped by
     `instance_map` or else its digits by `broker_from_instance_regex` (Strimzi pod names
     end in the broker id: my-cluster-kafka-0, my-cluster-broker-3; the default regex never
     reads an IP address's digits). A sample without a
@@ -263,11 +271,15 @@ class IdentityConfig:
     instance_map: dict[str, str] = field(default_factory=dict)
     # The digits of a host name (see DEFAULT_INSTANCE_REGEX).
     broker_from_instance_regex: str | None = DEFAULT_INSTANCE_REGEX
-    key_pattern: str | None = r"^(?:(?P<cluster>[^/]+)/)?(?P<broker>[^/]+)$"
+    # "cluster/<broker id>" or "<broker id>" (see DEFAULT_KEY_PATTERN).
+    key_pattern: str | None = DEFAULT_KEY_PATTERN
 
     def validate(self, path: str) -> None:
+        # a config copied from the example, which showed the earlier defaults as defaults
         if self.broker_from_instance_regex == EARLIER_DEFAULT_INSTANCE_REGEX:
             self.broker_from_instance_regex = DEFAULT_INSTANCE_REGEX
+        if self.key_pattern == EARLIER_DEFAULT_KEY_PATTERN:
+            self.key_pattern = DEFAULT_KEY_PATTERN
         for name in ("broker_from_instance_regex", "key_pattern"):
             pattern = getattr(self, name)
             if pattern is None:

@@ -8,6 +8,7 @@ import logging
 
 import orjson
 import pyarrow as pa
+import pytest
 from prometheus_client import CollectorRegistry
 
 from streaming.config import IdentityConfig
@@ -208,3 +209,28 @@ def test_the_python_source_carries_record_headers_to_the_decoder():
     assert decoded.column("reject_reason").to_pylist()[1].startswith("no_broker_identity")
     bare, _ = records_batch([consumed(0, None)], KafkaRange("kafka-metrics", 0, 0, 1), 0)
     assert bare.column("headers").null_count == 1
+
+
+@pytest.mark.parametrize("columnar", [True, False])
+def test_a_partitioning_key_names_no_broker_and_the_payload_does(columnar: bool) -> None:
+    """Shippers key records to partition them: Telegraf's routing_tag (a central Telegraf's
+    own host), routing_key "random" (a UUID), the OpenTelemetry Collector's hash of the
+    resource (raw bytes). Read as a broker, each would move every sample to a broker of that
+    name; a key names a broker only as its id, "cluster/3" or "3"."""
+    central = telegraf({"host": "telegraf-central",
+                        "jolokia_agent_url": "http://kafka-2.kafka.svc:8778/jolokia"})
+    batch = records([central, central, jolokia("http://kafka-4:8778/jolokia"),
+                     otlp({"host.name": "kafka-5"}), jolokia(), jolokia()],
+                    keys=[b"telegraf-central", b"4f3c2a1e-7b9d-4c1e-9a55-2d9e1b7c4a01",
+                          b"prod/kafka-4", bytes(range(200, 216)), b"east/3", b"7"])
+    assert identities(batch, columnar=columnar) == [
+        ("default", "2", True), ("default", "2", True), ("default", "4", True),
+        ("default", "5", True), ("east", "3", False), ("default", "7", True)]
+
+
+def test_the_earlier_default_key_pattern_in_a_config_means_the_default() -> None:
+    from streaming.config import DEFAULT_KEY_PATTERN, EARLIER_DEFAULT_KEY_PATTERN
+
+    identity = IdentityConfig(key_pattern=EARLIER_DEFAULT_KEY_PATTERN)
+    identity.validate("identity")
+    assert identity.key_pattern == DEFAULT_KEY_PATTERN

@@ -193,12 +193,13 @@ def test_a_broker_named_as_a_whole_cluster_is_quarantined_in_both_decoders(
         columnar: bool) -> None:
     """`*` is how the incidents, the pages and the reports name a cluster-wide incident's
     broker: a sample claiming it as its broker would page as the whole cluster, with no
-    broker named. From a label or from the record key, in either Jolokia decoder."""
+    broker named. From a label it is reserved_identity; a record key names a broker only by
+    its id, so `prod/*` names none, in either Jolokia decoder."""
     out = decode_record_batch(records([prometheus({"broker": "*", "cluster": "prod"}),
                                        prometheus({"broker": "1", "cluster": "prod"})]),
                               DecodeContext(max_skew_seconds=1e12))
     assert categories(out) == ["reserved_identity", None]
     batch = records([jolokia_attribute(), jolokia_attribute()], [b"prod/*", b"prod/1"])
     out = decode_record_batch(batch, DecodeContext(max_skew_seconds=1e12), columnar=columnar)
-    assert categories(out) == ["reserved_identity", None]
+    assert categories(out) == ["no_broker_identity", None]
     assert out.column("broker").to_pylist()[1] == "1"
