@@ -16,7 +16,10 @@ or the batch form {"metrics": [ ... ]} (json_batch / batch output).
 - Tags are labels; identity tags (host, jolokia_agent_url, cluster, ...) are resolved and
   stripped by records.py.
 - `timestamp` is in `json_timestamp_units` (default 1s). Other units are recognised by
-  magnitude: above 1e11 milliseconds, above 1e14 microseconds, above 1e17 nanoseconds.
+  magnitude: above 1e11 milliseconds, above 1e14 microseconds, above 1e17 nanoseconds
+  (units that are not a power of a thousand, such as 10ms, are not). With
+  `json_timestamp_format` it is text: RFC 3339 layouts are read, others quarantined
+  (bad_timestamp).
 """
 
 from __future__ import annotations
@@ -32,11 +35,15 @@ from streaming.decode.common import (
     Rejected,
     each_item,
 )
+from streaming.decode.prometheus import parse_timestamp
 
 
 def _seconds(raw: Any) -> float:
+    if isinstance(raw, str):  # json_timestamp_format, e.g. "2006-01-02T15:04:05Z07:00"
+        return parse_timestamp(raw)
     if isinstance(raw, bool) or not isinstance(raw, int | float):
-        raise DecodeError("wrong_type", "timestamp must be a number (epoch, json_timestamp_units)")
+        raise DecodeError("wrong_type", "timestamp must be a number (epoch, json_timestamp_units) "
+                                        "or RFC 3339 text (json_timestamp_format)")
     ts = float(raw)
     if not math.isfinite(ts):
         raise DecodeError("wrong_type", "timestamp is not finite")

@@ -428,7 +428,8 @@ def test_telegraf_timestamp_units_and_batch_form():
 @pytest.mark.parametrize("broken, reason", [
     (None, "wrong_type"), ("x", "wrong_type"), ({"name": "kafka_controller"}, "missing_field"),
     ({**tg({"LeaderCount.Value": 1}), "tags": {"host": None}}, "wrong_type"),
-    ({**tg({"LeaderCount.Value": 1}), "timestamp": "now"}, "wrong_type")])
+    ({**tg({"LeaderCount.Value": 1}), "timestamp": "now"}, "bad_timestamp"),
+    ({**tg({"LeaderCount.Value": 1}), "timestamp": [1]}, "wrong_type")])
 def test_one_broken_metric_of_a_telegraf_batch_is_quarantined_and_the_others_kept(
         broken, reason):
     doc = {"metrics": [tg({"LeaderCount.Value": 3}), broken,
@@ -572,7 +573,8 @@ HOSTILE = [
     (_adapter(labels={"__name__": ADAPTER_URP, "instance": None}), "wrong_type"),
     (_adapter(labels={"__name__": ADAPTER_URP, "instance": ""}), "no_broker_identity"),
     (orjson.dumps(tg({"LeaderCount.Value": 1}, ts=True)), "wrong_type"),
-    (orjson.dumps(tg({"LeaderCount.Value": 1}, ts="1714564800")), "wrong_type"),
+    (orjson.dumps(tg({"LeaderCount.Value": 1}, ts="1714564800")), "bad_timestamp"),
+    (orjson.dumps(tg({"LeaderCount.Value": 1}, ts="2024-05-01 12:00:00")), "bad_timestamp"),
     (orjson.dumps(tg({"LeaderCount.Value": 1}, ts=2**64 - 1)), "timestamp_skew"),
     (orjson.dumps(tg({"LeaderCount.Value": 1}, ts=None)), "wrong_type"),
     (orjson.dumps({**tg({"LeaderCount.Value": 1}), "tags": {"host": None}}), "wrong_type"),
@@ -679,3 +681,13 @@ def test_the_broken_points_of_a_long_named_metric_keep_short_reasons() -> None:
     observations, _ = otlp.decode(doc, load_catalog())
     assert len(observations) == 300
     assert max(len(r.detail) for r in observations) < 700
+
+
+def test_a_telegraf_timestamp_in_rfc_3339_is_read() -> None:
+    """Telegraf's json_timestamp_format ("2006-01-02T15:04:05Z07:00") writes the time as
+    text: an unclean election counted at that time, not the whole record quarantined."""
+    at = datetime.fromtimestamp(T0, UTC)
+    value = orjson.dumps(tg({"LeaderCount.Value": 1}, ts=at.isoformat()))
+    [row] = decode([(None, value)]).to_pylist()
+    assert row["reject_reason"] is None
+    assert row["ts"] == at
