@@ -70,6 +70,12 @@ def usage_error(args: argparse.Namespace, message: str) -> None:
     args.parser.error(message)
 
 
+def _given(args: argparse.Namespace, name: str) -> bool:
+    """Whether an option was set to other than its default (a default given explicitly is
+    the same as none)."""
+    return getattr(args, name) != args.parser.get_default(name)
+
+
 # The simulated cluster's shape: the real demo's watched cluster has a fixed one.
 SIMULATED_SHAPE = ("brokers", "topics", "partitions", "replication_factor", "min_isr")
 
@@ -144,8 +150,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if not args.simulated:
         from streaming.testbed.demo import run_real_demo
 
-        shaped = [name for name in SIMULATED_SHAPE
-                  if getattr(args, name) != args.parser.get_default(name)]
+        shaped = [name for name in SIMULATED_SHAPE if _given(args, name)]
         if shaped:
             usage_error(args, f"--{shaped[0].replace('_', '-')} shapes the simulated cluster: "
                         "add --simulated, or leave it out (the real demo's watched cluster is "
@@ -273,10 +278,9 @@ def cmd_cluster(args: argparse.Namespace) -> int:
     from streaming.testbed.demo import run_clusters
 
     if not args.brokers:
-        for option, given in (("--ship", args.ship is not None),
-                              ("--name", args.name != args.parser.get_default("name")),
-                              ("--broker-only", args.broker_only not in (
-                                  0, args.parser.get_default("broker_only")))):
+        for option, given in (("--ship", _given(args, "ship")), ("--name", _given(args, "name")),
+                              ("--broker-only", _given(args, "broker_only")
+                               and args.broker_only != 0)):
             if given:
                 usage_error(args, f"{option} is about the watched cluster, which --brokers 0 "
                             "does not start: drop it, or give --brokers 1 or more")

@@ -71,6 +71,10 @@ IP_HOST = re.compile(r"(?:ip-)?\d{1,3}(?:([.-])\d{1,3})(?:\1\d{1,3}){2}(?:[.:/]|
                      r"|\[[0-9A-Fa-f:.]+(?:%[^\]]*)?\]"
                      r"|[0-9A-Fa-f]{0,4}:[0-9A-Fa-f]{0,4}:[0-9A-Fa-f:.]*$")
 
+# How to name the broker of an instance that does not say it.
+FIX = ("map it to its broker id in identity.instance_map, or label the samples with the "
+       "broker")
+
 
 def is_ip_host(instance: str) -> bool:
     """Whether an instance label (a host:port, a URL, a JMX service URL) names its host by
@@ -252,11 +256,6 @@ class IdentityResolver:
                 raise DecodeError("reserved_identity", f"broker {CLUSTER_WIDE!r} stands for "
                                   "a whole cluster in kafka-health's incidents and pages")
         return cluster, broker, defaulted
-
-
-# How to name the broker of an instance that does not say it.
-FIX = ("map it to its broker id in identity.instance_map, or label the samples with the "
-       "broker")
 
 
 def _bounded(what: str, value: str) -> None:
