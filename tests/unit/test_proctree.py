@@ -105,7 +105,6 @@ def test_a_child_that_exits_keeps_its_cpu_and_its_parent_does_not_take_it() -> N
     assert after[os.getpid()] - before[os.getpid()] < 0.3  # this thread's own reading, no more
 
 
-
 def _spinner(name: str, seconds: float, spun: threading.Semaphore,
              hold: threading.Event | None = None) -> threading.Thread:
     """A thread that names itself (prctl PR_SET_NAME, as the JVM names its threads), spins
@@ -120,6 +119,15 @@ def _spinner(name: str, seconds: float, spun: threading.Semaphore,
             hold.wait(20)
 
     return threading.Thread(target=run)
+
+
+def _wait_until_gone_from_proc(threads: list[threading.Thread]) -> None:
+    """join() returns once a thread's Python state is released, a moment before its OS
+    thread exits and leaves /proc/self/task: wait for that, with a deadline."""
+    deadline = time.monotonic() + 20
+    while any(os.path.exists(f"/proc/self/task/{t.native_id}") for t in threads):
+        assert time.monotonic() < deadline, "a joined thread stayed in /proc/self/task"
+        time.sleep(0.01)
 
 
 def _cpu_by_thread_group(names: list[str], keep_alive: bool) -> tuple[dict[str, float], float]:
@@ -138,6 +146,7 @@ def _cpu_by_thread_group(names: list[str], keep_alive: bool) -> tuple[dict[str, 
         if not keep_alive:
             for thread in threads:
                 thread.join()
+            _wait_until_gone_from_proc(threads)
         last = read_threads(os.getpid())
     finally:
         hold.set()
