@@ -250,12 +250,22 @@ class IdentityResolver:
         _bounded("cluster", cluster)
         if broker is not None:
             _bounded("broker", broker)
+            broker = broker_id_text(broker)
             if broker == CLUSTER_WIDE:
                 # the incidents, the pages and the reports name a cluster-wide incident's
                 # broker so: a broker called that would page as the whole cluster
                 raise DecodeError("reserved_identity", f"broker {CLUSTER_WIDE!r} stands for "
                                   "a whole cluster in kafka-health's incidents and pages")
         return cluster, broker, defaulted
+
+
+def broker_id_text(broker: str) -> str:
+    """A broker named by its id as Kafka writes it: a host's padded digits (kafka01) or a
+    label with spaces (" 1") are broker 1, as the Admin API and node.id say, so its samples,
+    incidents and pages are one broker's and an incident finds its causes. A name that is
+    not an id is kept as given."""
+    text = broker.strip()
+    return str(int(text)) if text.isascii() and text.isdigit() else broker
 
 
 def _bounded(what: str, value: str) -> None:

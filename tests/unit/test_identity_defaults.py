@@ -234,3 +234,15 @@ def test_the_earlier_default_key_pattern_in_a_config_means_the_default() -> None
     identity = IdentityConfig(key_pattern=EARLIER_DEFAULT_KEY_PATTERN)
     identity.validate("identity")
     assert identity.key_pattern == DEFAULT_KEY_PATTERN
+
+
+@pytest.mark.parametrize("columnar", [True, False])
+def test_a_padded_broker_id_is_the_broker_kafka_names(columnar: bool) -> None:
+    """A fleet's hosts kafka01, kafka02 and a label " 3" name brokers 1, 2 and 3, as the
+    Admin API does, so an incident finds its causes; a broker name that is no id stays."""
+    batch = records([jolokia("http://kafka01.example.com:8778/jolokia"),
+                     prometheus({"hostname": "kafka02"}), prometheus({"broker": " 3"}),
+                     prometheus({"broker": "000"}), prometheus({"broker": "kafka-east-a"}),
+                     prometheus({"broker": "\u0661"})])
+    assert [broker for _, broker, _ in identities(batch, columnar=columnar)] == [
+        "1", "2", "3", "0", "kafka-east-a", "\u0661"]
