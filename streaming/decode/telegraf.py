@@ -15,11 +15,11 @@ or the batch form {"metrics": [ ... ]} (json_batch / batch output).
   (wrong_type) as the Jolokia decoder rejects it, not dropped unseen; null is no value.
 - Tags are labels; identity tags (host, jolokia_agent_url, cluster, ...) are resolved and
   stripped by records.py.
-- `timestamp` is in `json_timestamp_units` (default 1s). Other units are recognised by
-  magnitude: above 1e11 milliseconds, above 1e14 microseconds, above 1e17 nanoseconds
-  (units that are not a power of a thousand, such as 10ms, are not). With
-  `json_timestamp_format` it is text: RFC 3339 layouts are read, others quarantined
-  (bad_timestamp).
+- `timestamp` is a count of `json_timestamp_units` (default 1s), which Telegraf truncates
+  to a power of ten from 1ns to 1s (20ms counts in 10ms). The unit is recognised by
+  magnitude: scaled by tens until below 1e10, a count in any of them is epoch seconds for
+  any time from 2001-09-09 to 2286-11-20. With `json_timestamp_format` it is text: RFC
+  3339 layouts are read, others quarantined (bad_timestamp).
 """
 
 from __future__ import annotations
@@ -37,6 +37,9 @@ from streaming.decode.common import (
 )
 from streaming.decode.prometheus import parse_timestamp
 
+# Epoch seconds below this are times before 2286-11-20: a count in any coarser unit.
+SECONDS_BELOW = 1e10
+
 
 def _seconds(raw: Any) -> float:
     if isinstance(raw, str):  # json_timestamp_format, e.g. "2006-01-02T15:04:05Z07:00"
@@ -47,14 +50,12 @@ def _seconds(raw: Any) -> float:
     ts = float(raw)
     if not math.isfinite(ts):
         raise DecodeError("wrong_type", "timestamp is not finite")
-    magnitude = abs(ts)
-    if magnitude > 1e17:
-        return ts / 1e9
-    if magnitude > 1e14:
-        return ts / 1e6
-    if magnitude > 1e11:
-        return ts / 1e3
-    return ts
+    # a count of 10 ** -k seconds, k at most 9 (nanoseconds); one power of ten above a
+    # count in seconds is past the year 2286 and below one before 2001
+    tens = 0
+    while abs(ts) >= SECONDS_BELOW * 10 ** tens and tens < 9:
+        tens += 1
+    return raw / 10 ** tens if tens else ts
 
 
 def _metric(catalog: Catalog, doc: Any) -> list[Observation | Rejected]:
