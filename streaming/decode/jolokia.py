@@ -48,23 +48,44 @@ def _number(value: Any) -> float | None:
     return float(value)
 
 
-def resolve_attribute(catalog: Catalog, object_name: str, attribute: str
-             ) -> tuple[str | None, str, str, dict[str, str]]:
+class ParsedMBean:
+    """An ObjectName parsed on first use and then kept: one MBean's attributes share it, so
+    a name too long to cache is parsed once for all of them, not once each."""
+
+    __slots__ = ("object_name", "_parts")
+
+    def __init__(self, object_name: str) -> None:
+        self.object_name = object_name
+        self._parts: tuple[str, dict[str, str], dict[str, str], dict[str, str]] | None = None
+
+    def parts(self) -> tuple[str, dict[str, str], dict[str, str], dict[str, str]]:
+        """(domain, key properties, labels: the properties but type and name, and those
+        labels with raw_name, an unknown MBean's)."""
+        if self._parts is None:
+            try:
+                domain, props = parse_object_name(self.object_name)
+            except ValueError as err:
+                raise DecodeError("bad_mbean", str(err)) from err
+            labels = {k: v for k, v in props.items() if k not in IDENTITY_PROPS}
+            self._parts = domain, props, labels, {**labels, "raw_name": self.object_name}
+        return self._parts
+
+
+def resolve_attribute(catalog: Catalog, object_name: str, attribute: str,
+                      mbean: ParsedMBean | None = None
+                      ) -> tuple[str | None, str, str, dict[str, str]]:
     """(metric, canonical attribute, kind, labels) of one MBean attribute, cached on the
-    catalog: the same names come back every scrape. The labels dict is shared: read only."""
+    catalog: the same names come back every scrape. The labels dict is shared: read only.
+    `mbean` is the caller's parse of object_name, kept across its attributes."""
     cache: AnswerCache = catalog.__dict__.setdefault(
         "_jolokia_cache", AnswerCache(ANSWERS_KEPT, ANSWER_KEY_CHARS))
     hit = cache.get((object_name, attribute))
     if hit is not None:
         return hit
-    try:
-        domain, props = parse_object_name(object_name)
-    except ValueError as err:
-        raise DecodeError("bad_mbean", str(err)) from err
-    labels = {k: v for k, v in props.items() if k not in IDENTITY_PROPS}
+    domain, props, labels, unknown_labels = (mbean or ParsedMBean(object_name)).parts()
     metric = catalog.from_jmx(domain, props, attribute)
     if metric is None:
-        resolved = (None, attribute, "gauge", {**labels, "raw_name": object_name})
+        resolved = (None, attribute, "gauge", unknown_labels)
     else:
         canonical = "Value" if catalog.is_attribute_metric(metric) else attribute
         resolved = (metric.name, canonical, metric.sample_kind(canonical), labels)
@@ -86,10 +107,12 @@ def _mbean_observations(
     A malformed ObjectName is one rejection for the MBean: a bulk or pattern read keeps the
     samples of its other MBeans."""
     out = Observations()
+    mbean = ParsedMBean(object_name)
     for attribute, raw in attributes.items():
         value = _number(raw)
         try:
-            metric, canonical, kind, labels = resolve_attribute(catalog, object_name, attribute)
+            metric, canonical, kind, labels = resolve_attribute(catalog, object_name, attribute,
+                                                                mbean)
         except DecodeError as err:
             return [Rejected(err.reason, err.detail)]
         if value is None:

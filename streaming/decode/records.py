@@ -46,6 +46,16 @@ DECODERS: dict[str, ModuleType] = {
     "telegraf": telegraf,
 }
 RAW_KEEP_BYTES = 1 << 20  # quarantined payloads above 1 MiB keep their head only
+# The label characters one record's rows may hold, per byte of the record, and at least.
+# Samples share their MBean's or Telegraf metric's labels, so a record's rows repeat its
+# label text once per attribute or field. What real shippers write stays below 40 a byte:
+# an unknown MBean's name is in its labels about twice (its properties and raw_name),
+# repeated for each of a Kafka timer's 15-20 numeric attributes. Past 64 (64 labels of
+# 2 KB shared by 10,000 fields is 1.3 GB of rows from 250 KB) the record is quarantined
+# whole (too_many_label_chars) before a row of it is built into Arrow: a decode slice of
+# DECODE_BYTES then holds at most a few hundred MB of label text.
+LABEL_CHARS_PER_BYTE = 64
+LABEL_CHARS_AT_LEAST = 64 * 1024
 # Sample times outside these (epoch seconds) are rejected whatever the configuration: past
 # them the job's own time arithmetic (windows, days, Delta bounds) leaves Python's datetime.
 EARLIEST_TS = 0.0
@@ -331,6 +341,12 @@ class _Columns:
         c["cluster_defaulted"].append(None)
         self.record.append(position)
 
+    def truncate(self, rows: int) -> None:
+        """Drop the rows from `rows` on (a record refused after some of its rows)."""
+        for column in self.cols.values():
+            del column[rows:]
+        del self.record[rows:]
+
     def batch(self) -> pa.RecordBatch:
         return decoded_batch({f.name: pa.array(self.cols[f.name], type=f.type)
                               for f in decoded_arrow_schema() if f.name != "date"})
@@ -430,7 +446,7 @@ def _decode_records(batch: pa.RecordBatch, ctx: DecodeContext, catalog: Catalog,
     defaulted_col = c["cluster_defaulted"]
     ingest_us = out.ingest_us
     strip = resolver.strip
-    labels_cache: dict[tuple[tuple[str, str], ...], list[tuple[str, str]]] = {}
+    labels_cache: dict[tuple[tuple[str, str], ...], tuple[list[tuple[str, str]], int]] = {}
     identity_cache: dict[tuple[Any, ...], tuple[str, str | None]] = {}
     max_skew = ctx.max_skew_seconds
     bounds = ctx.time_bounds(ingest)
@@ -480,6 +496,7 @@ def _decode_records(batch: pa.RecordBatch, ctx: DecodeContext, catalog: Catalog,
             continue
         rejected: list[Rejected] = []
         rows_before = len(record_col)
+        label_chars_left = max(LABEL_CHARS_PER_BYTE * len(value), LABEL_CHARS_AT_LEAST)
         for obs in observations:
             obs_hints = hints
             if obs.__class__ is not Observation:
@@ -515,13 +532,18 @@ def _decode_records(batch: pa.RecordBatch, ctx: DecodeContext, catalog: Catalog,
                 rejected.append(bad)
                 continue
             try:
-                labels = labels_cache.get(items)
+                stored = labels_cache.get(items)
             except TypeError:
-                items, labels = None, None
-            if labels is None:
-                labels = [(k, v) for k, v in sorted(obs.labels.items()) if k not in strip]
+                items, stored = None, None
+            if stored is None:
+                kept = [(k, v) for k, v in sorted(obs.labels.items()) if k not in strip]
+                stored = kept, sum(len(k) + len(v) for k, v in kept)
                 if items is not None:
-                    labels_cache[items] = labels
+                    labels_cache[items] = stored
+            labels, chars = stored
+            label_chars_left -= chars
+            if label_chars_left < 0:
+                break
             ts_col.append(int((obs.ts if obs.ts is not None else record_ts) * 1_000_000))
             cluster_col.append(cluster)
             broker_col.append(broker)
@@ -539,7 +561,12 @@ def _decode_records(batch: pa.RecordBatch, ctx: DecodeContext, catalog: Catalog,
             raw_col.append(None)
             defaulted_col.append(defaulted)
             record_col.append(position)
-        if rejected:
+        if label_chars_left < 0:
+            out.truncate(rows_before)
+            out.append_reject(f"too_many_label_chars: its samples' labels pass "
+                              f"{LABEL_CHARS_PER_BYTE} characters a byte of the record "
+                              f"({len(value)} bytes)", value, fmt, topic, part, off, position)
+        elif rejected:
             first = rejected[0]
             reason = f"{first.reason}: {first.detail}"
             if len(rejected) > 1:

@@ -29,10 +29,12 @@ from typing import Any
 
 from streaming.catalog import Catalog
 from streaming.decode.common import (
+    LIMITS,
     DecodeError,
     Observation,
     Observations,
     Rejected,
+    check_labels,
     each_item,
 )
 from streaming.decode.prometheus import parse_timestamp
@@ -72,6 +74,9 @@ def _metric(catalog: Catalog, doc: Any) -> list[Observation | Rejected]:
         tags = {}
     elif not isinstance(tags, dict) or not all(isinstance(v, str) for v in tags.values()):
         raise DecodeError("wrong_type", "tags must be an object of strings")
+    # every field's sample carries the tags: over the label limits, the metric is refused
+    # once, not each of its fields after copying them
+    check_labels(tags, LIMITS.get())
     if "timestamp" not in doc:
         raise DecodeError("missing_field", "timestamp")
     ts = _seconds(doc["timestamp"])
@@ -91,7 +96,7 @@ def _metric(catalog: Catalog, doc: Any) -> list[Observation | Rejected]:
             continue
         metric, attribute = found
         out.append(Observation(ts, metric.name, attribute, value, metric.sample_kind(attribute),
-                               dict(tags)))
+                               tags))  # shared by the metric's fields: read only
     return out
 
 

@@ -192,3 +192,69 @@ def test_a_read_task_decodes_its_records_in_slices_bounded_by_their_bytes():
     sliced = pa.Table.from_batches([p for p, _ in pieces])
     assert sliced.drop_columns(["ingest_ts"]).equals(whole.drop_columns(["ingest_ts"]))
     assert sliced["reject_reason"].to_pylist() == [None] * 6
+
+
+def test_a_record_whose_samples_repeat_long_labels_is_quarantined_before_arrow() -> None:
+    """64 long tags shared by thousands of Telegraf fields are each within the label
+    bounds, yet gigabytes of rows from a record of kilobytes: the record is refused whole,
+    and the next record is decoded."""
+    tags = {f"{i:02d}" + "k" * 1000: "v" * 1000 for i in range(62)} | {"host": "kafka-1"}
+    hostile = orjson.dumps({"name": "kafka_custom", "tags": tags, "timestamp": STAMP,
+                            "fields": {f"F{i}.Value": i for i in range(5000)}})
+    out = decode_record_batch(records([hostile, telegraf(3)]), configured())
+    assert categories(out) == ["too_many_label_chars", None, None, None]
+    assert out.column("raw").to_pylist()[0] == hostile
+    assert out.nbytes < 4 * len(hostile)
+
+
+def test_real_records_whose_samples_share_long_labels_are_kept() -> None:
+    """What shippers do write: a pattern read of unknown MBeans with long names (each
+    name a label of its timer's twenty numeric attributes), a Telegraf metric with long
+    tags and twenty fields."""
+    timer = {f"{p}thPercentile": 1.5 for p in (50, 75, 95, 98, 99, 999)} | {
+        a: 2 for a in ("Count", "Min", "Max", "Mean", "StdDev", "MeanRate", "OneMinuteRate",
+                       "FiveMinuteRate", "FifteenMinuteRate")} | {"RateUnit": "SECONDS"}
+    names = [f"kafka.custom:type=Timer,client-id={'c' * 900}{i}" for i in range(200)]
+    pattern = orjson.dumps({"request": {"mbean": "kafka.custom:*", "type": "read"},
+                            "value": dict.fromkeys(names, timer), "status": 200,
+                            "timestamp": STAMP})
+    tags = {f"tag{i}": "v" * 1000 for i in range(60)} | {"host": "kafka-1"}
+    wide = orjson.dumps({"name": "kafka_custom", "tags": tags, "timestamp": STAMP,
+                         "fields": {f"F{i}.Value": i for i in range(20)}})
+    out = decode_record_batch(records([pattern, wide]), configured())
+    assert categories(out) == [None] * (200 * 15 + 20)
+
+
+def test_tags_over_the_label_bounds_refuse_their_metric_once() -> None:
+    """Every field of a Telegraf metric carries its tags: tags over the bounds refuse the
+    metric once, before a sample is built, and the batch's other metrics are kept."""
+    many = {f"t{i}": "v" for i in range(20_000)} | {"host": "kafka-1"}
+    hostile = {"name": "kafka_custom", "tags": many, "timestamp": STAMP,
+               "fields": {f"F{i}.Value": i for i in range(20_000)}}
+    value = orjson.dumps({"metrics": [hostile, orjson.loads(telegraf(2))]})
+    out = decode_record_batch(records([value]), configured())
+    reasons = out.column("reject_reason").to_pylist()
+    assert categories(out) == [None, None, "too_many_labels"]
+    assert "more rejected" not in reasons[2]
+
+
+def test_a_long_object_name_is_parsed_once_for_all_its_attributes(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A name too long to cache, with thousands of attributes: parsed per attribute, a
+    1 MB record took minutes."""
+    from streaming.decode import jolokia
+
+    parsed: list[str] = []
+    original = jolokia.parse_object_name
+
+    def counting(object_name: str):  # noqa: ANN202 - parse_object_name's own signature
+        parsed.append(object_name)
+        return original(object_name)
+
+    monkeypatch.setattr(jolokia, "parse_object_name", counting)
+    name = "kafka.custom:type=Custom,client-id=" + "c" * 5000
+    value = orjson.dumps({"request": {"mbean": name, "type": "read"}, "status": 200,
+                          "timestamp": STAMP, "value": {f"A{i}": i for i in range(500)}})
+    out = decode_record_batch(records([value]), configured(), columnar=False)
+    assert categories(out) == ["label_too_long"]
+    assert parsed == [name]
