@@ -9,6 +9,8 @@ values are {stringValue | intValue | doubleValue | boolValue | arrayValue | kvli
   attribute, ...). One message may hold several resources (one per scraped broker), so every
   observation carries its own resource's attributes as hints; they never become labels, so
   process.pid, telemetry.sdk.* and the like do not split series.
+- Attribute values are written as the Collector writes them as labels: an intValue as its
+  int64 (a non-integer is wrong_type), a doubleValue in its shortest form (3.0 is "3").
 - Data point attributes are labels; the catalog's matchers (e.g. operation=shrink on
   kafka.isr.operation.count) are consumed.
 - The catalog, not the OTLP instrument, says what a value is: the Java agent writes
@@ -18,7 +20,8 @@ values are {stringValue | intValue | doubleValue | boolValue | arrayValue | kvli
   meter Count). Delta sums carry the increase since the previous export, which can only be
   turned into a Count by a stateful accumulator per series that survives restarts and
   partition moves; a stateless decoder would invent counter resets. So delta (and
-  unspecified) temporality points are quarantined with reason `unsupported_temporality`:
+  unspecified) temporality sum and histogram points are quarantined with reason
+  `unsupported_temporality`:
   configure the collector pipeline to keep cumulative temporality (the JMX receivers'
   default; do not add cumulativetodelta). Gauges in the same message are still decoded.
 - A point flagged FLAG_NO_RECORDED_VALUE (OTLP's staleness marker) is skipped, like a
@@ -81,10 +84,22 @@ def _any_value(value: Any) -> str:
             raise DecodeError("wrong_type", f"{key} of type {type(raw).__name__}")
         if key == "boolValue":
             return "true" if raw else "false"
-        return str(raw)
+        if key == "intValue":
+            return str(int(_number(raw, key, INT64)))
+        if key == "doubleValue":
+            return _double_text(_number(raw, key))
+        return raw
     if "arrayValue" in value or "kvlistValue" in value:
         return orjson.dumps(value).decode()
     return ""
+
+
+def _double_text(value: float) -> str:
+    """A double attribute as the Collector writes it as a label (Go's shortest decimal, no
+    ".0"): 3.0 is "3", so a broker id sent as a double names broker 3."""
+    if value.is_integer() and abs(value) < 2**53:
+        return str(int(value))
+    return repr(value)
 
 
 def _attributes(items: Any, where: str) -> dict[str, str]:
@@ -171,21 +186,21 @@ def _point_observations(catalog: Catalog, name: str, kind: str, delta: bool, poi
     if not isinstance(point, dict):
         raise DecodeError("wrong_type", "a data point must be an object")
     shown = name[:120]  # in a reason: a name may be as long as the message
-    if kind in ("histogram", "summary"):
-        labels = {**_attributes(point.get("attributes"), shown), "raw_name": name}
-        ts = _time(point)
-        return [ResourceObservation(ts, None, attribute, _number(point[key], key, integer),
-                                    "gauge", dict(labels), name, hints)
-                for attribute, key, integer in (("Count", "count", UINT64), ("Sum", "sum", None))
-                if key in point]
     flags = point.get("flags")
     if flags is not None and (isinstance(flags, bool) or not isinstance(flags, int)):
         raise DecodeError("wrong_type", f"{shown}: flags must be an integer")
     if flags and flags & FLAG_NO_RECORDED_VALUE:
         return []
     if delta:
-        return [Rejected("unsupported_temporality",
-                         f"{shown}: delta/unspecified sums cannot become cumulative counts")]
+        return [Rejected("unsupported_temporality", f"{shown}: delta/unspecified {kind} "
+                                                    "points cannot become cumulative counts")]
+    if kind in ("histogram", "summary"):
+        labels = {**_attributes(point.get("attributes"), shown), "raw_name": name}
+        ts = _time(point)
+        return [ResourceObservation(ts, None, attribute, _number(point[key], key, integer),
+                                    "gauge", labels, name, hints)
+                for attribute, key, integer in (("Count", "count", UINT64), ("Sum", "sum", None))
+                if key in point]
     if "asInt" in point:
         value = _number(point["asInt"], "asInt", integer=INT64)
     elif "asDouble" in point:
@@ -211,18 +226,20 @@ def _metric_observations(catalog: Catalog, metric: Any, hints: dict[str, str], w
     if not isinstance(metric, dict) or not isinstance(metric.get("name"), str):
         raise DecodeError("missing_field", "metrics[].name")
     name = metric["name"]
-    delta = False
     if "gauge" in metric:
         kind = "gauge"
     elif "sum" in metric:
         kind = "sum"
-        temporality = metric["sum"].get("aggregationTemporality") if isinstance(
-            metric["sum"], dict) else None
-        delta = not isinstance(temporality, int | str) or temporality not in TEMPORALITY_CUMULATIVE
     elif "histogram" in metric or "summary" in metric:
         kind = "histogram" if "histogram" in metric else "summary"
     else:
         return  # exponentialHistogram and future types: nothing the catalog knows
+    # sums and histograms say their temporality (a summary is always cumulative)
+    delta = False
+    if kind in ("sum", "histogram"):
+        body = metric[kind]
+        temporality = body.get("aggregationTemporality") if isinstance(body, dict) else None
+        delta = not isinstance(temporality, int | str) or temporality not in TEMPORALITY_CUMULATIVE
     each_item(_points(metric, kind), lambda point: _point_observations(
         catalog, name, kind, delta, point, hints), f"{name[:120]} ({where}).dataPoints", out)
 

@@ -400,6 +400,34 @@ def test_otlp_non_finite_and_no_recorded_value():
     assert [r.split(":")[0] for r in rejects(batch)] == ["non_finite_value"]
 
 
+def test_otlp_histogram_and_summary_points_follow_flags_and_temporality():
+    """A histogram point with no recorded value is no sample, not a count of zero; a delta
+    histogram is refused as a delta sum is; a cumulative one and a summary are kept."""
+    empty = {"timeUnixNano": NANOS, "flags": 1, "count": "0", "sum": 0}
+    full = {"timeUnixNano": NANOS, "count": "4", "sum": 10.5}
+    doc = otlp_doc([
+        {"name": "kafka.h", "histogram": {"aggregationTemporality": 2,
+                                          "dataPoints": [empty, full]}},
+        {"name": "kafka.d", "histogram": {"aggregationTemporality": 1, "dataPoints": [full]}},
+        {"name": "kafka.s", "summary": {"dataPoints": [full, empty]}},
+    ])
+    batch = decode([(None, orjson.dumps(doc))])
+    kept = [(dict(r["labels"])["raw_name"], r["attribute"], r["value"]) for r in batch.to_pylist()
+            if r["reject_reason"] is None]
+    assert kept == [("kafka.h", "Count", 4.0), ("kafka.h", "Sum", 10.5),
+                    ("kafka.s", "Count", 4.0), ("kafka.s", "Sum", 10.5)]
+    assert [r.split(":")[0] for r in rejects(batch)] == ["unsupported_temporality"]
+
+
+@pytest.mark.parametrize("value", [{"intValue": "3"}, {"intValue": 3}, {"intValue": "003"},
+                                   {"doubleValue": 3.0}, {"stringValue": "3"}])
+def test_an_otlp_broker_id_of_any_scalar_variant_names_the_same_broker(value):
+    doc = otlp_doc([{"name": "kafka.partition.count", "gauge": {"dataPoints": [point(4)]}}])
+    doc["resourceMetrics"][0]["resource"]["attributes"].append(
+        {"key": "kafka.broker.id", "value": value})
+    assert one(decode([(None, orjson.dumps(doc))]))["broker"] == "3"
+
+
 def test_otlp_unknown_metric_kept_with_raw_name():
     doc = otlp_doc([{"name": "jvm.memory.used", "gauge": {"dataPoints": [point(5, pool="x")]}}])
     row = one(decode([(None, orjson.dumps(doc))]))
@@ -606,7 +634,8 @@ def test_a_hostile_record_is_quarantined_with_its_reason(value: bytes, reason: s
 @pytest.mark.parametrize("value", [
     {"stringValue": {"a": 1}}, {"stringValue": 5}, {"stringValue": ["x"]}, {"intValue": True},
     {"intValue": [1]}, {"intValue": {"a": 1}}, {"boolValue": "false"}, {"boolValue": 0},
-    {"doubleValue": True}, {"doubleValue": [1.5]}, {"bytesValue": 5}])
+    {"doubleValue": True}, {"doubleValue": [1.5]}, {"bytesValue": 5}, {"intValue": "abc"},
+    {"intValue": "1.5"}, {"intValue": str(2**63)}, {"doubleValue": "zzz"}])
 def test_an_otlp_attribute_value_of_the_wrong_json_type_is_quarantined(value):
     """An AnyValue holds the JSON type of its variant; anything else is malformed, not a
     label spelled as Python prints it ("{'a': 1}", "[1]") or a string read as a boolean
