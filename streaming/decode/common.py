@@ -175,6 +175,8 @@ def header_groups(headers: list[Any] | None) -> dict[str, str]:
         return {}
     groups: dict[str, str] = {}
     for header in headers:
+        if header is None:  # no source writes one; a hand-built batch may
+            continue
         name, value = (header["key"], header["value"]) if isinstance(header, dict) else header
         if name in IDENTITY_HEADERS and value and name not in groups:
             text = value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)

@@ -358,7 +358,7 @@ def _columnar_topics(batch: pa.RecordBatch, ctx: DecodeContext) -> set[str]:
     if DECODERS.get("jolokia") is not jolokia or next(iter(DECODERS)) != "jolokia":
         return set()
     return {topic for topic in pc.unique(batch.column("topic")).to_pylist()
-            if ctx.topic_formats.get(topic, "auto") in ("auto", "jolokia")}
+            if topic is not None and ctx.topic_formats.get(topic, "auto") in ("auto", "jolokia")}
 
 
 # The most bytes of record values decoded at once: what a decode holds while it runs (its

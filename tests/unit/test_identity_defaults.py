@@ -246,3 +246,18 @@ def test_a_padded_broker_id_is_the_broker_kafka_names(columnar: bool) -> None:
                      prometheus({"broker": "\u0661"})])
     assert [broker for _, broker, _ in identities(batch, columnar=columnar)] == [
         "1", "2", "3", "0", "kafka-east-a", "\u0661"]
+
+
+@pytest.mark.parametrize("columnar", [True, False])
+def test_a_batch_no_kafka_source_writes_does_not_stop_the_decoder(columnar: bool) -> None:
+    """A null header in a record's list and a record without a topic: neither Kafka nor
+    Spark writes them, and each still ends as a row, not as an exception."""
+    batch = records([jolokia(), jolokia(), jolokia()], keys=[b"3", b"4", b"5"],
+                    headers=[[("cluster", b"east")], None, None])
+    column = pa.array([[{"key": "cluster", "value": b"east"}, None], None, None], HEADERS)
+    batch = batch.set_column(batch.schema.get_field_index("headers"), "headers", column)
+    topic = pa.array(["kafka-metrics", None, "kafka-metrics"], pa.string())
+    batch = batch.set_column(batch.schema.get_field_index("topic"), "topic", topic)
+    out = decode_record_batch(batch, DecodeContext(), columnar=columnar)
+    assert sorted(out.column("source_offset").to_pylist()) == [0, 1, 2]
+    assert out.column("cluster").to_pylist()[0] == "east"
