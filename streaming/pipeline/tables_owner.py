@@ -52,9 +52,24 @@ def tables_owner(delta_root: str, storage_options: Mapping[str, str] | None = No
 def claim_tables(delta_root: str, checkpoint: str, app_id: str, checkpoint_is_new: bool,
                  starting_offsets: str, accept_new: bool,
                  storage_options: Mapping[str, str] | None = None) -> None:
-    """Make this checkpoint the tables' owner; CheckpointReplaced when it is new, another
-    owns them and the query would read the topics from anywhere but their ends."""
+    """Make this checkpoint the tables' owner; CheckpointReplaced when another owns them
+    and this one either has offsets of its own (another job's checkpoint) or is new and
+    would read the topics from anywhere but their ends."""
     owner = tables_owner(delta_root, storage_options)
+    if owner is not None and owner["app_id"] != app_id and not checkpoint_is_new:
+        # another job's checkpoint, offsets and all: its batches go on from where that job
+        # stopped, over records these tables' own job wrote already
+        was = (f"{redact_url(delta_root)} holds tables written under checkpoint "
+               f"{owner.get('checkpoint', '?')} (app id {owner['app_id']}), and checkpoint "
+               f"{redact_url(checkpoint)} (app id {app_id}) holds another job's offsets")
+        if not accept_new:
+            raise CheckpointReplaced(
+                f"{was}: started, it would write that job's batches into these tables, a "
+                "record both jobs read twice in bronze. Point spark.checkpoint and delta.path "
+                "at the same job's checkpoint and tables; to hand these tables to this "
+                "checkpoint anyway, start once with spark.accept_new_checkpoint: true")
+        LOG.warning("%s. spark.accept_new_checkpoint: its batches are written into those "
+                    "tables", was)
     if owner is not None and owner["app_id"] != app_id and checkpoint_is_new:
         here = redact_url(checkpoint)
         was = (f"{redact_url(delta_root)} holds tables written under checkpoint "

@@ -59,11 +59,21 @@ def test_a_new_checkpoint_that_starts_at_the_ends_only_warns(
     assert tables_owner(str(tmp_path))["app_id"] == "second"
 
 
-def test_an_old_checkpoint_brought_back_takes_the_tables_over(tmp_path: Path) -> None:
-    """Offsets of its own: it resumes where it was, nothing is read twice."""
+def test_another_jobs_checkpoint_on_these_tables_is_refused_until_told(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Offsets of its own, from another job (spark.checkpoint of one job, delta.path of
+    another): its batches would write records the tables' own job wrote already."""
     claim(tmp_path, "first", new=False)
-    claim(tmp_path, "restored", new=False)
-    assert tables_owner(str(tmp_path))["app_id"] == "restored"
+    with pytest.raises(CheckpointReplaced, match=(
+            r"written under checkpoint .*checkpoint-first \(app id first\).*checkpoint "
+            r".*checkpoint-other \(app id other\) holds another job's offsets.*twice.*"
+            r"spark.accept_new_checkpoint: true")):
+        claim(tmp_path, "other", new=False)
+    assert tables_owner(str(tmp_path))["app_id"] == "first"
+    caplog.set_level(logging.WARNING, "kafka_health.recovery")
+    claim(tmp_path, "other", new=False, accept=True)
+    assert tables_owner(str(tmp_path))["app_id"] == "other"
+    assert "another job's offsets" in caplog.text
 
 
 def test_an_unreadable_owner_file_is_no_owner(tmp_path: Path) -> None:
