@@ -73,6 +73,8 @@ CHUNK_BYTES = 16 * 1024 * 1024
 FIRST_CHUNK = 16
 # A task below this many records costs more in set-up than it saves in parallelism.
 MIN_RECORDS_PER_TASK = 5_000
+# A broker that answers yet sends none of a range's records for this long fails the read;
+# one that does not answer is waited for.
 STALL_SECONDS = 60.0
 # How long a partition without a leader (an election, a topic just created) is asked again
 # for its offsets before that counts as an error: KRaft elects a new leader in well under it.
@@ -783,6 +785,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         consumer.assign([TopicPartition(partition.topic, partition.partition, position)])
         start_known = False  # whether the start's records are there, or their loss reported
         last_progress = time.monotonic()
+        last_warned = last_progress
         chunk = FIRST_CHUNK  # until the range's first records tell their size
         while position < partition.end:
             messages = consumer.consume(num_messages=min(chunk, partition.end - position),
@@ -796,15 +799,26 @@ class KafkaStreamReader(DataSourceStreamReader):
                 yield batch
             elif self._consumed_through(consumer, partition):
                 break  # what is left of the range holds no records (transaction markers)
-            elif (time.monotonic() - last_progress > GONE_CHECK_SECONDS
-                  and self._range_gone(consumer, partition, position)):
-                break
-            elif time.monotonic() - last_progress > STALL_SECONDS:
-                raise TimeoutError(
-                    f"{partition.topic}-{partition.partition}: no records between offset "
-                    f"{position} and {partition.end} for {STALL_SECONDS:.0f}s "
-                    f"(broker {bootstrap} unreachable or data gone)"
-                )
+            elif time.monotonic() - last_progress > GONE_CHECK_SECONDS:
+                gone = self._range_gone(consumer, partition, position)
+                if gone:
+                    break
+                now = time.monotonic()
+                if gone is None:
+                    # a broker that does not answer (hung, cut off) is waited out, as one
+                    # down between batches is: the stall counts only while it answers
+                    if now - last_warned > STALL_SECONDS:
+                        LOG.warning("%s-%d: broker %s does not answer; the read of offsets "
+                                    "%d..%d waits for it", partition.topic,
+                                    partition.partition, bootstrap, position,
+                                    partition.end - 1)
+                        last_warned = now
+                    last_progress = now - GONE_CHECK_SECONDS
+                elif now - last_progress > STALL_SECONDS:
+                    raise TimeoutError(
+                        f"{partition.topic}-{partition.partition}: broker {bootstrap} "
+                        f"answers and holds offsets {position}..{partition.end - 1}, but "
+                        f"sent none of them for {STALL_SECONDS:.0f}s")
 
     @staticmethod
     def _consumed_through(consumer: Any, partition: KafkaRange) -> bool:
@@ -839,11 +853,13 @@ class KafkaStreamReader(DataSourceStreamReader):
             self._skipped += 1
         return True, max(position, low)
 
-    def _range_gone(self, consumer: Any, partition: KafkaRange, position: int) -> bool:
+    def _range_gone(self, consumer: Any, partition: KafkaRange, position: int
+                    ) -> bool | None:
         """Nothing arrives: is the rest of the range gone (broker lost data while we read)?
 
         True (after reporting data loss, which raises when failOnDataLoss is on) when the
-        partition now ends below `position`; an unreachable broker is waited on instead.
+        partition now ends below `position`, False when it still holds them, None when the
+        broker does not answer.
         """
         from confluent_kafka import KafkaException, TopicPartition
 
@@ -851,7 +867,7 @@ class KafkaStreamReader(DataSourceStreamReader):
             _, high = consumer.get_watermark_offsets(
                 TopicPartition(partition.topic, partition.partition), timeout=5, cached=False)
         except KafkaException:
-            return False
+            return None
         if high >= partition.end or high > position:
             return False
         self._data_loss(f"{partition.topic}-{partition.partition}: offsets {position}.."

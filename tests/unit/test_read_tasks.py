@@ -329,3 +329,45 @@ def test_a_range_of_large_records_is_read_in_chunks_bounded_by_their_bytes(broke
     assert max(c.column("value").nbytes for c in large_chunks) <= CHUNK_BYTES + len(large)
     small_chunks = [c.num_rows for c in chunks if c.column("partition")[0].as_py() == 1]
     assert sum(small_chunks) == CHUNK + 500 and max(small_chunks) > 10 * FIRST_CHUNK
+
+
+def test_a_broker_that_hangs_during_a_read_is_waited_out(
+        broker: Any, topic: str, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A hung metrics broker (frozen, cut off: no answer at all, unlike a refused
+    connection) must not fail the batch after the stall limit: the query would stop and,
+    restarted, stop again for as long as the broker hangs. The read waits, says so, and
+    reads every record once the broker answers."""
+    import signal
+    import threading
+
+    from streaming.source import kafka_python
+
+    fill_two_partitions(broker.bootstrap, topic, 50)
+    monkeypatch.setattr(kafka_python, "STALL_SECONDS", 2.0)
+    monkeypatch.setattr(kafka_python, "GONE_CHECK_SECONDS", 0.5)
+    caplog.set_level(logging.WARNING, "kafka_health.source")
+    reader = KafkaStreamReader({"kafka.bootstrap.servers": broker.bootstrap, "subscribe": topic})
+    read: list[int] = []
+    failed: list[BaseException] = []
+
+    def read_range() -> None:
+        try:
+            read.extend(offsets_read(reader, [KafkaRange(topic, 0, 0, 50)]))
+        except BaseException as err:  # noqa: BLE001 - the test reports it
+            failed.append(err)
+
+    node = broker.nodes[0]
+    node.signal(signal.SIGSTOP)
+    try:
+        thread = threading.Thread(target=read_range, daemon=True)
+        thread.start()
+        deadline = time.monotonic() + 60
+        while "does not answer" not in caplog.text or time.monotonic() < deadline - 50:
+            assert time.monotonic() < deadline and thread.is_alive(), failed
+            time.sleep(0.2)
+    finally:
+        node.signal(signal.SIGCONT)
+    thread.join(60)
+    assert not thread.is_alive() and not failed
+    assert read == list(range(50))
