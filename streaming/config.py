@@ -11,7 +11,7 @@ import difflib
 import json
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, get_args, get_origin, get_type_hints
@@ -132,6 +132,9 @@ class SparkConfig:
     accept_new_checkpoint: bool = False
 
     def validate(self, path: str) -> None:
+        if not self.trigger_seconds >= 0:
+            raise ConfigError(f"{path}.trigger_seconds: must be >= 0 seconds (how often a "
+                              "batch may start; 0: as soon as the last one ends)")
         if not self.lease_timeout_seconds > 0:
             raise ConfigError(f"{path}.lease_timeout_seconds: must be > 0 seconds")
         if not self.stop_timeout_seconds >= 0:
@@ -167,8 +170,16 @@ class SourceConfig:
                 "data source, no jars) or 'spark' (Spark's kafka source, needs spark-sql-kafka "
                 "on the classpath)"
             )
+        if not self.bootstrap_servers.strip():
+            raise ConfigError(f"{path}.bootstrap_servers: empty; give the metrics topics' "
+                              "brokers as host:port[,host:port...]")
         if not self.topics and not self.subscribe_pattern:
             raise ConfigError(f"{path}.topics: list at least one topic or set subscribe_pattern")
+        if self.subscribe_pattern and self.engine == "python":  # Spark's is a Java regex
+            try:
+                re.compile(self.subscribe_pattern)
+            except re.error as err:
+                raise ConfigError(f"{path}.subscribe_pattern: not a valid regex ({err})") from err
         for i, topic in enumerate(self.topics):
             topic.validate(f"{path}.topics[{i}]")
         if self.max_offsets_per_trigger is not None and self.max_offsets_per_trigger <= 0:
@@ -732,11 +743,36 @@ def _apply_env(data: dict[str, Any], environ: dict[str, str]) -> dict[str, Any]:
             if not isinstance(node, dict):
                 raise ConfigError(f"{name}: {'.'.join(keys)} does not name a nested key")
         try:
-            node[keys[-1]] = yaml.safe_load(raw)
+            node[keys[-1]] = _parse_yaml(raw)
         except yaml.YAMLError as err:
             raise ConfigError(f"{name}: not valid YAML ({_yaml_problem(err)}); the value is "
                               "not shown, it may hold a secret") from None
     return data
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """Safe YAML whose mappings may not repeat a key. PyYAML keeps the last one silently: a
+    second `source:` block would drop every setting of the first without a word. A merge
+    (`<<: *base`) may still be overridden, as YAML means it to."""
+
+    def construct_mapping(self, node: yaml.Node, deep: bool = False) -> dict[Any, Any]:
+        if isinstance(node, yaml.MappingNode):
+            seen: set[Any] = set()
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                if isinstance(key, Hashable):
+                    if key in seen:
+                        raise yaml.constructor.ConstructorError(
+                            None, None, f"the key {str(key)[:60]!r} appears twice in one "
+                            "mapping (the first would be dropped)", key_node.start_mark)
+                    seen.add(key)
+        return super().construct_mapping(node, deep)
+
+
+def _parse_yaml(text: str) -> Any:
+    return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader
 
 
 def _yaml_problem(err: yaml.YAMLError) -> str:
@@ -758,7 +794,7 @@ def load_config(path: str | Path | None = None, environ: dict[str, str] | None =
         except OSError as err:
             raise ConfigError(f"--config {path}: cannot read ({err.strerror})") from err
         try:
-            data = yaml.safe_load(text) or {}
+            data = _parse_yaml(text) or {}
         except yaml.YAMLError as err:
             raise ConfigError(f"--config {path}: not valid YAML ({_yaml_problem(err)})") from None
         if not isinstance(data, dict):

@@ -253,3 +253,34 @@ def test_delta_engine_is_delta_rs_or_delta_spark(tmp_path):
     with pytest.raises(ConfigError, match=r"delta.path: .* use 's3a://b/kh'"):
         load_config(write(tmp_path, "delta: {engine: delta-spark, path: s3://b/kh}\n"),
                     environ={})
+
+
+@pytest.mark.parametrize(("text", "said"), [
+    ("source:\n  bootstrap_servers: prod:9093\nexporter:\n  port: 9464\nsource:\n  engine: python\n",
+     r"the key 'source' appears twice in one mapping .* at line 5, column 1"),
+    ("exporter:\n  port: 9464\n  port: 9465\n", r"the key 'port' appears twice .* line 3"),
+])
+def test_a_key_given_twice_is_refused_not_half_dropped(tmp_path, text: str, said: str):
+    """PyYAML keeps the last of two equal keys: the first `source:` block's brokers would
+    be dropped without a word."""
+    with pytest.raises(ConfigError, match=said):
+        load_config(write(tmp_path, text), environ={})
+
+
+def test_a_yaml_merge_may_still_be_overridden():
+    from streaming.config import _parse_yaml
+
+    text = ("base: &base\n  port: 9464\n  bind: 127.0.0.1\n"
+            "exporter:\n  <<: *base\n  port: 9470\n")
+    assert _parse_yaml(text)["exporter"] == {"port": 9470, "bind": "127.0.0.1"}
+
+
+@pytest.mark.parametrize(("text", "said"), [
+    ("source:\n  subscribe_pattern: '(['\n", r"source.subscribe_pattern: not a valid regex"),
+    ("source:\n  bootstrap_servers: ' '\n", r"source.bootstrap_servers: empty"),
+    ("spark:\n  trigger_seconds: -1\n", r"spark.trigger_seconds: must be >= 0"),
+])
+def test_a_setting_spark_or_kafka_would_refuse_after_start_is_refused_before(
+        tmp_path, text: str, said: str):
+    with pytest.raises(ConfigError, match=said):
+        load_config(write(tmp_path, text), environ={})
