@@ -150,11 +150,17 @@ class Lease:
             self._write()
 
     def release(self) -> None:
+        """Give the lease up if still ours. A disk that refuses (read-only, full) leaves it
+        in place: the next start on this host takes it over, its process being gone."""
         if not self.path.parent.is_dir():  # gone under the job: not made again for a lock
             return
-        with self._locked():
-            if self._ours(self._read()):
-                self.path.unlink(missing_ok=True)
+        try:
+            with self._locked():
+                if self._ours(self._read()):
+                    self.path.unlink(missing_ok=True)
+        except OSError as err:
+            LOG.warning("%s: the lease could not be released (%s); the next start takes it "
+                        "over", self.path.parent, err)
 
 
 class Leases:

@@ -162,3 +162,19 @@ def test_job_start_refuses_before_writing_anything(tmp_path: Path) -> None:
     with pytest.raises(LeaseHeld, match="remote-job"):
         job.start()
     assert not (tmp_path / "checkpoint" / LEASE_FILE).exists()  # all or none
+
+
+def test_a_disk_that_refuses_the_release_does_not_stop_the_stop(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A volume gone read-only under the job: releasing its lease fails, which must not
+    raise out of the stop (the query's failure would go unsaid); the lease stays, for the
+    next start to take over."""
+    lease = Lease(tmp_path, 60)
+    lease.acquire()
+    lock = tmp_path / (LEASE_FILE + ".lock")
+    lock.unlink()
+    lock.mkdir()  # open() for the lock now fails, as on a read-only volume
+    caplog.set_level(logging.WARNING, "kafka_health.lease")
+    lease.release()
+    assert "could not be released" in caplog.text
+    assert (tmp_path / LEASE_FILE).exists()
