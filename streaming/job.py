@@ -207,13 +207,17 @@ class Job:
                 self.stop()
                 return 1
             if not query.isActive:
-                self.stop()  # waits for the last batch's signals
+                # said before the stop, which a failing disk may not get through
                 error = query.exception()
                 if error is not None:
-                    LOG.error("streaming query failed: %s", error)
                     cause = own_cause(str(error))
-                    if cause:  # the long text above buries it
+                    if cause:  # Spark's text is a trace that would bury it
+                        LOG.debug("streaming query failed: %s", error)
                         LOG.error("the query stopped: %s", cause)
+                    else:
+                        LOG.error("streaming query failed: %s", error)
+                self.stop()  # waits for the last batch's signals
+                if error is not None:
                     return 1
                 return 1 if self.processor.deferred_error is not None else 0
             self._stop.wait(poll)

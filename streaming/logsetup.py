@@ -59,6 +59,10 @@ logger.spark_utils.level = error
 # PySpark's gateway announces "Setting default log level" unless its logger's level is set
 logger.pyspark_gateway.name = org.apache.spark.api.python.PythonGatewayServer
 logger.pyspark_gateway.level = {level}
+# A query that fails: the job logs its cause in one line, and Spark's whole trace (which
+# its streaming engine logs as well) from -v on
+logger.streaming_failure.name = org.apache.spark.sql.execution.streaming
+logger.streaming_failure.level = {streaming_level}
 """
 
 
@@ -135,7 +139,8 @@ def spark_log_config(verbosity: int) -> None:
     # replaced whole, so a second run starting at the same moment never reads half a file
     scratch = os.path.join(folder, f".log4j2.properties.{os.getpid()}")
     with open(scratch, "w", encoding="utf-8") as out:
-        out.write(LOG4J2.format(level=level))
+        out.write(LOG4J2.format(level=level,
+                                streaming_level="fatal" if level == "error" else level))
     config = os.path.join(folder, "log4j2.properties")
     os.replace(scratch, config)
     option = f"-Dlog4j2.configurationFile=file:{config}"
