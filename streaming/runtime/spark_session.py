@@ -69,6 +69,12 @@ def spark_conf(config: Config) -> dict[str, str]:
         # Bounded by spark.rpc.message.maxSize (128 MB); larger results still take the store.
         "spark.task.maxDirectResultSize": "64m",
     }
+    if (config.spark.master or "").startswith("local") and "SPARK_LOCAL_IP" not in os.environ:
+        # A local session's driver and executor are one JVM: its RPC and block manager
+        # ports (no authentication by default) have no one to talk to off this host, so
+        # they listen on the loopback, not on every interface.
+        defaults["spark.driver.bindAddress"] = "127.0.0.1"
+        defaults["spark.driver.host"] = "127.0.0.1"
     if urlparse(config.spark.checkpoint).scheme in ("", "file"):
         # Spark's default checkpoint file manager goes through Hadoop's FileContext, whose
         # local file system resolves symlinks and sets permissions by running `readlink` and
