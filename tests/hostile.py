@@ -114,6 +114,12 @@ def over_bounds(now: float, key: bytes, bounds: Bounds) -> list[Hostile]:
     fanout = {"name": "kafka_custom", "tags": {"host": "kafka-1"}, "timestamp": int(now),
               "fields": {f"F{i}": 0 for i in range(bounds.max_samples_per_record + 1)}}
     many_labels = {f"l{i}": "v" for i in range(bounds.max_labels_per_sample + 1)}
+    # tags each within the label bounds, repeated by every field: far more label text in
+    # the rows than the record holds
+    long_tags = {f"tag{i:02d}": "v" * (bounds.max_label_chars - 24)
+                 for i in range(min(45, bounds.max_labels_per_sample - 1))}
+    repeated = {**fanout, "tags": {"host": "kafka-1", **long_tags},
+                "fields": {f"F{i}": 0 for i in range(bounds.max_samples_per_record)}}
     return [
         Hostile("huge", b'{"pad": "' + b"x" * (bounds.max_message_bytes + 1000) + b'"}', key,
                 "message_too_large", fmt=None),
@@ -124,6 +130,8 @@ def over_bounds(now: float, key: bytes, bounds: Bounds) -> list[Hostile]:
         Hostile("label too long",
                 adapter({"instance": "b1:9404", "topic": "t" * (bounds.max_label_chars + 1)},
                         "0", now), key, "label_too_long", fmt="prometheus"),
+        Hostile("labels repeated past the record's size", orjson.dumps(repeated), key,
+                "too_many_label_chars", fmt="telegraf"),
         Hostile("identity too long", good_jolokia("c1", 1, now),
                 b"c" * 300 + b"/1", "identity_too_long"),
     ]
