@@ -379,7 +379,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     status = read_status(delta_root(args, config), cluster=args.cluster,
                          stale_after_seconds=stale_after)
     print(status_json(status) if args.output == "json" else format_status(status, stale_after))
-    return 0
+    return 0 if status.known else 1  # a section unknown is no all-clear
 
 
 def cmd_peek(args: argparse.Namespace) -> int:
@@ -585,7 +585,10 @@ def build_parser() -> argparse.ArgumentParser:
         "open incidents, stale brokers, lowest headroom, from the Delta tables",
         "What needs attention now: the open incidents (kind, broker, since, peak), the "
         "brokers the job's staleness rule calls silent in their cluster's newest window, "
-        "and the lowest partition headroom per cluster, read from the job's Delta tables.")
+        "and the lowest partition headroom per cluster, read from the job's Delta tables, "
+        "under the end of the newest signal window and its age (old tables read as calm as "
+        "a healthy fleet's). Exit 1 when a table cannot be read: that section is unknown, "
+        "no all-clear.")
     status.add_argument("--config",
                         help="YAML config (for delta.path and the staleness settings)")
     status.add_argument("--delta", help="Delta root instead of the config's delta.path")

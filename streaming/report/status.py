@@ -12,7 +12,10 @@ Three answers an on-call engineer wants before anything else:
 * the lowest partition headroom per cluster (``partition_headroom``, newest row per broker).
 
 A table that is missing or unreadable is a note, never a crash: status is what one runs
-when something is already wrong.
+when something is already wrong. Nor is it an all-clear: the section it feeds reads
+"unknown" (null in JSON), and the command exits 1. The newest signal window, and how long
+ago it ended, heads the output: tables a stopped job left behind read as calm as a
+healthy fleet's, and only their age tells them apart.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -29,24 +33,45 @@ import pyarrow.compute as pc
 import pyarrow.dataset as pads
 
 from streaming.report.headroom_view import headroom_table
-from streaming.report.tables import fmt_ts, latest_per_broker, read_table, sort_brokers
+from streaming.report.tables import (
+    TableRead,
+    fmt_ts,
+    latest_per_broker,
+    read_table,
+    sort_brokers,
+    utc,
+)
 from streaming.schemas import arrow_schema
 from streaming.signals.incidents import stale_rows
 from streaming.text import shown, text_table
 
+# The newest window older than this (beyond the stale threshold) is said to be old: the
+# job writes a window's signals within a minute or two of its end.
+OLD_AFTER_SECONDS = 600.0
+
 
 @dataclass
 class Status:
-    open_incidents: list[dict[str, Any]] = field(default_factory=list)
-    stale_brokers: list[dict[str, Any]] = field(default_factory=list)
-    lowest_headroom: list[dict[str, Any]] = field(default_factory=list)
-    # why a section may be empty: a table the job has not written, or could not be read
+    # None: unknown, the table it comes from is missing or could not be read
+    open_incidents: list[dict[str, Any]] | None = field(default_factory=list)
+    stale_brokers: list[dict[str, Any]] | None = field(default_factory=list)
+    lowest_headroom: list[dict[str, Any]] | None = field(default_factory=list)
+    # the end of the newest broker_signals window, and its age when read
+    newest_window_end: str | None = None
+    newest_window_age_seconds: float | None = None
+    # why a section may be empty or unknown: a table not written yet, or not readable
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def known(self) -> bool:
+        """Whether every section could be read."""
+        return None not in (self.open_incidents, self.stale_brokers, self.lowest_headroom)
 
 
 def read_status(delta_root: str | Path, cluster: str | None = None,
-                stale_after_seconds: float = 45.0) -> Status:
-    """The status of every cluster in the tables (or of ``cluster`` alone)."""
+                stale_after_seconds: float = 45.0, now: datetime | None = None) -> Status:
+    """The status of every cluster in the tables (or of ``cluster`` alone), at ``now``
+    (the wall clock by default)."""
     status = Status()
     incidents = read_table(delta_root, "incidents", filter=pads.field("resolved_at").is_null(),
                            cluster=cluster)
@@ -61,20 +86,29 @@ def read_status(delta_root: str | Path, cluster: str | None = None,
              "cause": r.cause if isinstance(r.cause, str) else None}
             for r in frame.itertuples()]
     elif incidents.status in ("missing", "error"):
+        status.open_incidents = None
         status.notes.append(incidents.why_empty())
-    stale_open = {(i["cluster"], i["broker"]) for i in status.open_incidents
+    stale_open = {(i["cluster"], i["broker"]) for i in status.open_incidents or []
                   if i["kind"] == "stale_broker"}
-    status.stale_brokers = _stale(delta_root, cluster, stale_after_seconds, stale_open, status)
+    latest = latest_per_broker(delta_root, "broker_signals", "window_start", cluster=cluster)
+    if latest.ok:
+        newest = pd.Timestamp(latest.frame["window_end"].max())
+        status.newest_window_end = _iso(newest)
+        if not pd.isna(newest):
+            status.newest_window_age_seconds = (
+                utc(now) - newest.to_pydatetime()).total_seconds()
+    status.stale_brokers = _stale(latest, stale_after_seconds, stale_open, status)
     status.lowest_headroom = _lowest_headroom(delta_root, cluster, status)
     return status
 
 
-def _stale(delta_root: str | Path, cluster: str | None, stale_after_seconds: float,
-           open_incidents: set[tuple[str, str]], status: Status) -> list[dict[str, Any]]:
-    latest = latest_per_broker(delta_root, "broker_signals", "window_start", cluster=cluster)
+def _stale(latest: TableRead, stale_after_seconds: float,
+           open_incidents: set[tuple[str, str]], status: Status
+           ) -> list[dict[str, Any]] | None:
     if not latest.ok:
         if latest.status in ("missing", "error"):
             status.notes.append(latest.why_empty())
+            return None
         return []
     columns = ["cluster", "broker", "window_start", "window_end", "last_sample_ts"]
     rows = pa.Table.from_pandas(latest.frame[columns], preserve_index=False).cast(
@@ -96,11 +130,12 @@ def _stale(delta_root: str | Path, cluster: str | None, stale_after_seconds: flo
 
 
 def _lowest_headroom(delta_root: str | Path, cluster: str | None,
-                     status: Status) -> list[dict[str, Any]]:
+                     status: Status) -> list[dict[str, Any]] | None:
     table = headroom_table(delta_root, cluster)
     if table.empty:
         if table.attrs.get("status") in ("missing", "error"):
             status.notes.append(table.attrs.get("why_empty", ""))
+            return None
         return []
     known = table[table["headroom"].notna()]
     # by the share left, as KafkaPartitionHeadroomLow pages: a broker holding no partitions
@@ -130,9 +165,39 @@ def status_json(status: Status) -> str:
     return json.dumps(asdict(status), indent=2)
 
 
+def _heading(section: list[Any] | None) -> str:
+    if section is None:
+        return "unknown (see below)"
+    return str(len(section) or "none")
+
+
+def _newest(status: Status, stale_after_seconds: float) -> str:
+    if status.newest_window_end is None:
+        return "Newest signals: none written yet"
+    line = f"Newest signals: window ending {_when(status.newest_window_end)}"
+    age = status.newest_window_age_seconds
+    if age is None:
+        return line
+    line += f", {_age(age)} ago"
+    if age > OLD_AFTER_SECONDS + stale_after_seconds:
+        line += " (nothing newer written since: is the job running?)"
+    return line
+
+
+def _age(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f}s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 2 * 86400:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.0f} days"
+
+
 def format_status(status: Status, stale_after_seconds: float) -> str:
     """The three sections as aligned text; identity strings bounded and printable."""
-    out = [f"Open incidents: {len(status.open_incidents) or 'none'}"]
+    out = [_newest(status, stale_after_seconds), "",
+           f"Open incidents: {_heading(status.open_incidents)}"]
     if status.open_incidents:
         out.append(text_table(
             ["cluster", "kind", "broker", "since", "peak", "cause"],
@@ -140,7 +205,7 @@ def format_status(status: Status, stale_after_seconds: float) -> str:
               _count(i["peak"]), shown(i["cause"])] for i in status.open_incidents],
             left={"cluster", "kind", "broker", "since", "cause"}))
     out += ["", f"Stale brokers (silent over {stale_after_seconds:g}s while their cluster "
-            f"reported): {len(status.stale_brokers) or 'none'}"]
+            f"reported): {_heading(status.stale_brokers)}"]
     if status.stale_brokers:
         out.append(text_table(
             ["cluster", "broker", "last sample", "behind", "incident"],
@@ -148,7 +213,7 @@ def format_status(status: Status, stale_after_seconds: float) -> str:
               _count(s["behind_seconds"]) + "s", "open" if s["incident_open"] else "-"]
              for s in status.stale_brokers],
             left={"cluster", "broker", "last sample", "incident"}))
-    out += ["", f"Lowest partition headroom per cluster: {len(status.lowest_headroom) or 'none'}"]
+    out += ["", f"Lowest partition headroom per cluster: {_heading(status.lowest_headroom)}"]
     if status.lowest_headroom:
         out.append(text_table(
             ["cluster", "broker", "partitions", "ceiling", "bound", "headroom", "headroom %",

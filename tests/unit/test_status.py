@@ -76,8 +76,8 @@ def delta_root(tmp_path_factory: pytest.TempPathFactory) -> str:
     return config.delta.path
 
 
-def status(capsys: pytest.CaptureFixture[str], *args: str) -> dict:
-    assert main(["status", *args, "-o", "json"]) == 0
+def status(capsys: pytest.CaptureFixture[str], *args: str, code: int = 0) -> dict:
+    assert main(["status", *args, "-o", "json"]) == code
     return json.loads(capsys.readouterr().out)
 
 
@@ -136,12 +136,47 @@ def test_status_table_shows_every_section_with_names_escaped(
     assert CAUSE in out
 
 
-def test_status_on_an_empty_root_says_why(tmp_path: Path,
-                                          capsys: pytest.CaptureFixture[str]) -> None:
+def test_status_on_an_empty_root_says_why_and_gives_no_all_clear(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "bronze" / "_delta_log").mkdir(parents=True)
-    found = status(capsys, "--delta", str(tmp_path))
-    assert found["open_incidents"] == [] and found["lowest_headroom"] == []
+    found = status(capsys, "--delta", str(tmp_path), code=1)
+    assert found["open_incidents"] is None and found["lowest_headroom"] is None
+    assert found["newest_window_end"] is None
     assert any("incidents does not exist" in note for note in found["notes"])
+    assert main(["status", "--delta", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert "Open incidents: unknown" in out and "Newest signals: none written yet" in out
+
+
+def test_an_unreadable_incidents_table_is_unknown_not_none(
+        delta_root: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A torn commit in the incidents table's log: status cannot say whether incidents
+    are open, and must not print "none"."""
+    import shutil
+
+    copy = tmp_path / "delta"
+    shutil.copytree(delta_root, copy)
+    newest = sorted((copy / "incidents" / "_delta_log").glob("*.json"))[-1]
+    newest.write_text("{torn")
+    found = status(capsys, "--delta", str(copy), code=1)
+    assert found["open_incidents"] is None
+    assert any("incidents" in note and "could not be read" in note for note in found["notes"])
+    assert found["stale_brokers"] is not None  # the other sections still read
+
+
+def test_status_heads_with_the_newest_windows_age(
+        delta_root: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Tables a stopped job left read as calm as a live fleet's: their age tells."""
+    from streaming.report.status import format_status, read_status
+
+    end = WINDOWS[-1] + MINUTE
+    fresh = read_status(delta_root, now=end + timedelta(seconds=70))
+    assert fresh.newest_window_end == end.isoformat()
+    assert fresh.newest_window_age_seconds == 70
+    assert "is the job running" not in format_status(fresh, 45)
+    old = read_status(delta_root, now=end + timedelta(hours=3))
+    first = format_status(old, 45).splitlines()[0]
+    assert "3.0 h ago" in first and "is the job running?" in first
 
 
 def test_status_with_a_mistyped_delta_is_a_usage_error(
