@@ -243,7 +243,7 @@ class _DownBrokers:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from streaming import alertpush
-    from streaming.config import load_config
+    from streaming.config import load_config, redacted
     from streaming.exporter import Exporter
     from streaming.job import Job
 
@@ -267,11 +267,34 @@ def cmd_run(args: argparse.Namespace) -> int:
         # the line that says why must not be buried in a traceback.
         LOG.debug("the start failed", exc_info=True)
         first = str(err).strip().splitlines()
-        LOG.error("not started: %s%s (-v shows the traceback)", type(err).__name__,
-                  f": {first[0]}" if first else "")
+        LOG.error("not started: %s%s%s (-v shows the traceback)", type(err).__name__,
+                  f": {first[0]}" if first else "", _paths_hint(err, config))
         return 1
-    LOG.info("kafka-health running; metrics on %s:%d", config.exporter.bind, config.exporter.port)
-    return job.run_until_stopped()
+    shown = redacted(config)
+    source = shown["source"]
+    LOG.info("kafka-health running: reading %s from %s, checkpoint %s, tables in %s; metrics "
+             "on %s:%d", f"topics matching {source['subscribe_pattern']!r}"
+             if source["subscribe_pattern"] else
+             "topics " + ", ".join(t["name"] for t in source["topics"]),
+             source["bootstrap_servers"], shown["spark"]["checkpoint"], shown["delta"]["path"],
+             config.exporter.bind, config.exporter.port)
+    code = job.run_until_stopped()
+    LOG.info("kafka-health stopped%s", f" (exit {code})" if code else "")
+    return code
+
+
+def _paths_hint(err: Exception, config: Any) -> str:
+    """Which setting a file error's path comes from: the error names only the file."""
+    filename = getattr(err, "filename", None) if isinstance(err, OSError) else None
+    if not isinstance(filename, str):
+        return ""
+    path = Path(filename).absolute()
+    for setting, root in (("delta.path", config.delta.path),
+                          ("spark.checkpoint", config.spark.checkpoint)):
+        folder = Path(root).absolute()
+        if path == folder or folder in path.parents:
+            return f" (under {setting}: {root})"
+    return ""
 
 
 def cmd_cluster(args: argparse.Namespace) -> int:

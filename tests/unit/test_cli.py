@@ -219,6 +219,25 @@ def test_a_start_that_cannot_write_its_tables_says_why_in_one_line(
         assert traced == bool(verbose)
 
 
+def test_a_tables_folder_that_is_a_file_names_the_setting(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """The file error names only a file; the operator needs the key that put it there."""
+    import logging
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path))  # leaves the process's Spark env alone
+    (tmp_path / "afile").write_text("not a folder")
+    monkeypatch.setenv("KAFKA_HEALTH__EXPORTER__ENABLED", "false")
+    monkeypatch.setenv("KAFKA_HEALTH__DELTA__PATH", str(tmp_path / "afile"))
+    monkeypatch.setenv("KAFKA_HEALTH__SPARK__CHECKPOINT", str(tmp_path / "checkpoint"))
+    code = main(["run", "--config", str(REPO / "deploy" / "config.example.yaml")])
+    assert code == 1
+    [said] = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert said.startswith("not started: ") and "Error" in said
+    assert f"(under delta.path: {tmp_path / 'afile'})" in said
+
+
 def test_run_with_its_metrics_port_taken_refuses_to_start_and_names_the_fix(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
