@@ -243,7 +243,7 @@ class _DownBrokers:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from streaming import alertpush
-    from streaming.config import load_config, redacted
+    from streaming.config import ConfigError, load_config, redacted
     from streaming.exporter import Exporter
     from streaming.job import Job
 
@@ -259,7 +259,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         job = Job(config, exporter=exporter)  # opens the tables: one may be unreadable
         job.install_signal_handlers()
         job.start()
-    except NotStarted:
+    except (NotStarted, ConfigError):  # said by main(); a config error exits 2 as at load
         raise
     except Exception as err:  # noqa: BLE001 - said in one line; the traceback from -v on
         # A start that cannot write its tables (read-only, full, permissions) or recover

@@ -238,6 +238,20 @@ def test_a_tables_folder_that_is_a_file_names_the_setting(
     assert f"(under delta.path: {tmp_path / 'afile'})" in said
 
 
+def test_a_secret_the_start_cannot_read_is_a_config_error_as_in_check_config(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path))
+    monkeypatch.delenv("KH_UNSET_SECRET", raising=False)
+    config = tmp_path / "config.yaml"
+    config.write_text("exporter:\n  enabled: false\ndelta:\n  storage_secrets:\n"
+                      "    aws_secret_access_key: {env: KH_UNSET_SECRET}\n")
+    assert main(["run", "--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert "config error: " in err and "KH_UNSET_SECRET is not set" in err
+
+
 def test_run_with_its_metrics_port_taken_refuses_to_start_and_names_the_fix(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
