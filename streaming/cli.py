@@ -540,7 +540,9 @@ def build_parser() -> argparse.ArgumentParser:
         "shipper carrying the watched brokers' JMX into them. Test-bed settings: faults show "
         "within seconds (replica.lag.time.max.ms 3 s). Ctrl-C or SIGTERM stops every node.")
     cluster.add_argument("--data-dir", default=None,
-                         help="keep the nodes' data here (default: a temporary folder)")
+                         help="the nodes' folders (logs, configs, data) while they run; "
+                         "their data is removed at the stop, so every start is a new, empty "
+                         "cluster (default: a temporary folder)")
     cluster.add_argument("--brokers", type=COUNT, default=3,
                          help="watched cluster's combined broker+controller nodes, 0 for the "
                          "metrics cluster only (default: 3)")
