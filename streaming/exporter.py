@@ -50,7 +50,10 @@ BROKER_ROW_COLUMNS = ("cluster", "broker", "window_start", "window_end", "last_s
 # Data loss must survive the scrape: the newest window's increase alone can be > 0 for
 # less than a scrape interval (an election in a window's last seconds, the next window's
 # row arriving a moment later) or never be exported at all (both windows in one batch).
-# So the unclean gauge holds the elections of every window in the last UNCLEAN_HOLD.
+# So the unclean gauge holds the elections of every window in the last UNCLEAN_HOLD, of
+# event time and of wall-clock time both: a catch-up batch (a restart after downtime)
+# brings many windows at once, and one older than the newest by UNCLEAN_HOLD must still
+# be exported for UNCLEAN_HOLD of scrapes, not dropped in the update that brought it.
 UNCLEAN_GAUGE = "kafka_health_unclean_leader_elections_window_increase"
 UNCLEAN_HOLD = timedelta(minutes=5)
 CONTROLLER_GAUGE = "kafka_health_active_controllers"
@@ -151,7 +154,8 @@ class Exporter:
         # capped at the wall clock when it first came (see update_brokers)
         self._broker_reported_ts: dict[tuple[str, str], datetime] = {}
         self._broker_last_ts: dict[tuple[str, str], datetime] = {}
-        self._unclean: dict[tuple[str, str], dict[datetime, float]] = {}
+        # per broker, per window: (unclean elections, wall-clock time first exported)
+        self._unclean: dict[tuple[str, str], dict[datetime, tuple[float, float]]] = {}
         self._cluster_window: dict[str, datetime] = {}
         self._headroom_at: dict[tuple[str, str], datetime] = {}
         self._binding: dict[tuple[str, str], str] = {}
@@ -287,8 +291,9 @@ class Exporter:
                 if not self._admit(now, *key):
                     continue
                 if row.get("unclean_elections_increase") is not None:
-                    self._unclean.setdefault(key, {})[row["window_start"]] = \
-                        row["unclean_elections_increase"]
+                    held = self._unclean.setdefault(key, {})
+                    first = held.get(row["window_start"], (0.0, now))[1]
+                    held[row["window_start"]] = (row["unclean_elections_increase"], first)
                 if rank < self._broker_window.get(key, rank):
                     continue
                 self._broker_window[key] = rank
@@ -310,11 +315,15 @@ class Exporter:
                     if value is not None:
                         writes.set(gauge, key, value)
             writes.apply(self.gauges)
+            hold = UNCLEAN_HOLD.total_seconds()
             for key, windows in self._unclean.items():
                 newest = self._broker_window.get(key)
-                for window in [w for w in windows if newest and w <= newest - UNCLEAN_HOLD]:
+                for window in [w for w, (_, first) in windows.items()
+                               if newest and w <= newest - UNCLEAN_HOLD
+                               and now - first >= hold]:
                     del windows[window]
-                self.gauges[UNCLEAN_GAUGE].labels(*key).set(sum(windows.values()))
+                self.gauges[UNCLEAN_GAUGE].labels(*key).set(
+                    sum(count for count, _ in windows.values()))
             self._count_dropped()
 
     def update_clusters(self, rows: list[dict[str, Any]]) -> None:

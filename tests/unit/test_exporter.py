@@ -23,17 +23,38 @@ def value(exporter: Exporter, name: str) -> float | None:
 
 
 def test_an_unclean_election_is_held_even_when_a_newer_window_comes_in_the_same_batch():
-    exporter = Exporter()
-    exporter.update_brokers([row(0, unclean=2.0), row(1, under_min=4.0)])
+    clock = Clock(T0)
+    exporter = Exporter(clock=clock)
+
+    def live(*rows: dict[str, Any]) -> None:  # each batch as its windows end, live
+        clock.at = rows[-1]["window_end"] + timedelta(seconds=30)
+        exporter.update_brokers(list(rows))
+
+    live(row(0, unclean=2.0), row(1, under_min=4.0))
     assert value(exporter, UNCLEAN_GAUGE) == 2.0, "data loss must reach a scrape"
     assert value(exporter, "kafka_health_under_min_isr_partitions") == 4.0, "levels: newest"
-    exporter.update_brokers([row(2, unclean=1.0)])
+    live(row(2, unclean=1.0))
     assert value(exporter, UNCLEAN_GAUGE) == 3.0
-    exporter.update_brokers([row(4)])
-    assert value(exporter, UNCLEAN_GAUGE) == 3.0, "held for 5 minutes of event time"
-    exporter.update_brokers([row(6)])
+    live(row(4))
+    assert value(exporter, UNCLEAN_GAUGE) == 3.0, "held for 5 minutes"
+    live(row(6))
     assert value(exporter, UNCLEAN_GAUGE) == 1.0, "minute 0 left the hold"
-    exporter.update_brokers([row(8)])
+    live(row(8))
+    assert value(exporter, UNCLEAN_GAUGE) == 0.0
+
+
+def test_an_unclean_election_deep_in_a_catch_up_batch_is_held_for_5_minutes_of_scrapes():
+    """A restart after downtime reads a backlog: an election 7 windows before the batch's
+    newest is past the event-time hold, yet no scrape has seen it."""
+    clock = Clock(T0 + timedelta(minutes=20))
+    exporter = Exporter(clock=clock)
+    exporter.update_brokers([row(m, unclean=2.0 if m == 1 else 0.0) for m in range(9)])
+    assert value(exporter, UNCLEAN_GAUGE) == 2.0, "the backlog's loss must reach a scrape"
+    clock.at += timedelta(seconds=240)
+    exporter.update_brokers([row(9)])
+    assert value(exporter, UNCLEAN_GAUGE) == 2.0, "held 5 minutes of wall clock"
+    clock.at += timedelta(seconds=61)
+    exporter.update_brokers([row(10)])
     assert value(exporter, UNCLEAN_GAUGE) == 0.0
 
 
