@@ -125,8 +125,13 @@ def contract() -> dict[str, set[str]]:
     return out
 
 
+# Series Prometheus itself writes: a rule may read its own state (ALERTS) for hysteresis.
+PROMETHEUS_SERIES = {"ALERTS", "ALERTS_FOR_STATE"}
+
+
 def metric_names(expr: str) -> set[str]:
-    """Metric names used in a PromQL expression (functions/keywords/label lists removed)."""
+    """Metric names used in a PromQL expression (functions/keywords/label lists removed),
+    Prometheus' own series (PROMETHEUS_SERIES) left out."""
     text = re.sub(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'', "", expr)  # string literals
     text = re.sub(r"\{[^}]*\}", "", text)  # label matchers
     text = re.sub(r"\[[^\]]*\]", "", text)  # range / subquery durations
@@ -141,7 +146,7 @@ def metric_names(expr: str) -> set[str]:
             assert word in PROMQL_FUNCTIONS, f"unknown PromQL function {word!r} in {expr!r}"
             continue
         names.add(word)
-    return names
+    return names - PROMETHEUS_SERIES
 
 
 def rule_ids() -> list[str]:

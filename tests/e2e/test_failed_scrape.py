@@ -28,7 +28,7 @@ from tests.e2e.stack import get_json, prom_query, start_prometheus, which
 pytestmark = pytest.mark.integration
 ALERT = "KafkaUnderMinIsrPartitions"
 SCRAPE = 1.0  # seconds: scrape interval and timeout (tests.e2e.stack.start_prometheus)
-STALL = 4.0  # seconds of failed scrapes, well inside the rule's keep_firing_for (1m)
+STALL = 4.0  # seconds of failed scrapes, well inside the rule's keep_firing_for (3m)
 
 
 class StallingMetrics(ThreadingHTTPServer):

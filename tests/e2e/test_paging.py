@@ -13,14 +13,15 @@ after the others faulted.
 
 Timings the assertions are built on (read from the rules): KafkaUnderMinIsrPartitions
 has `for: 10s`, KafkaUncleanLeaderElection fires on the first evaluation and keeps firing
-30 min; the exporter's under-min-ISR gauge is the newest window's *last* value, so it
-drops as soon as a healed scrape is processed. Rules are shortened for the test
+2 min past the exporter's 5-minute hold of the election; the exporter's under-min-ISR
+gauge is the newest window's *last* value, so it drops as soon as a healed scrape is
+processed. Rules are shortened for the test
 (RULE_CHANGES): KafkaClusterDark's 120 s / 1m (8 production scrapes) become 10 s / 2s
 (10 one-second scrapes); KafkaHealthPipelineDown's `for: 2m` becomes 20s (a loaded
 machine can miss a few one-second scrapes of a live job in a row; each miss makes its
 series stale, which the rule's vanished-pipeline branch reads as down); and the pages
-that resolve here keep firing 5 s instead of 1m after a heal (`keep_firing_for`: as in
-production, four missed scrapes, so a missed scrape still neither resolves nor re-pages).
+that resolve here keep firing 5 s instead of 3m after a heal (`keep_firing_for`: as in
+production, several missed scrapes, so a missed scrape still neither resolves nor re-pages).
 
 A cluster a scenario stops simulating goes dark by design; `only()` silences
 KafkaClusterDark for it in Alertmanager first, as an operator does for a cluster removed
@@ -316,7 +317,7 @@ def test_unclean_leader_election_pages_once_and_is_not_auto_resolved(
                 cluster=cluster, alertname=under, action="resolve")
 
     # alerts/alertmanager.yml: data loss goes to a receiver that never sends resolved, so
-    # a human closes the PagerDuty incident; the rule also keeps firing for 30 min
+    # a human closes the PagerDuty incident; the exporter holds the election 5 min
     am_cfg = yaml.safe_load(ALERTMANAGER_YML.read_text())
     [data_loss] = [r for r in am_cfg["receivers"] if r["name"] == "pagerduty-data-loss"]
     assert all(pd["send_resolved"] is False for pd in data_loss["pagerduty_configs"])
