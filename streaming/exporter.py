@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -56,6 +57,10 @@ BROKER_ROW_COLUMNS = ("cluster", "broker", "window_start", "window_end", "last_s
 # be exported for UNCLEAN_HOLD of scrapes, not dropped in the update that brought it.
 UNCLEAN_GAUGE = "kafka_health_unclean_leader_elections_window_increase"
 UNCLEAN_HOLD = timedelta(minutes=5)
+# Windows that left the hold are remembered this long (event time) with their count: a
+# window sent again (late samples recompute it) is news only if its count went up, not a
+# second page for the same loss.
+UNCLEAN_REMEMBERED = timedelta(hours=1)
 CONTROLLER_GAUGE = "kafka_health_active_controllers"
 CLUSTER_COLUMNS = {
     "kafka_health_offline_partitions": "offline_partitions_max",
@@ -154,8 +159,10 @@ class Exporter:
         # capped at the wall clock when it first came (see update_brokers)
         self._broker_reported_ts: dict[tuple[str, str], datetime] = {}
         self._broker_last_ts: dict[tuple[str, str], datetime] = {}
-        # per broker, per window: (unclean elections, wall-clock time first exported)
+        # per broker, per window: (unclean elections, wall-clock time first exported); and
+        # the windows that left that hold, with their count (UNCLEAN_REMEMBERED)
         self._unclean: dict[tuple[str, str], dict[datetime, tuple[float, float]]] = {}
+        self._unclean_exported: dict[tuple[str, str], dict[datetime, float]] = {}
         self._cluster_window: dict[str, datetime] = {}
         self._headroom_at: dict[tuple[str, str], datetime] = {}
         self._binding: dict[tuple[str, str], str] = {}
@@ -215,7 +222,7 @@ class Exporter:
                     if key[0] in clusters or (per_broker and key in brokers):
                         _remove(gauge, *(sample.labels[label] for label in labels))
         for store in (self._broker_window, self._broker_last_ts, self._broker_reported_ts,
-                      self._unclean,
+                      self._unclean, self._unclean_exported,
                       self._headroom_at, self._binding, self._seen_brokers):
             for key in brokers & store.keys():
                 del store[key]
@@ -290,10 +297,13 @@ class Exporter:
                 key = (row["cluster"], row["broker"])
                 if not self._admit(now, *key):
                     continue
-                if row.get("unclean_elections_increase") is not None:
+                count = row.get("unclean_elections_increase")
+                window = row["window_start"]
+                if count is not None and count > self._unclean_exported.get(key, {}).get(
+                        window, -math.inf):
                     held = self._unclean.setdefault(key, {})
-                    first = held.get(row["window_start"], (0.0, now))[1]
-                    held[row["window_start"]] = (row["unclean_elections_increase"], first)
+                    first = held.get(window, (0.0, now))[1]
+                    held[window] = (count, first)
                 if rank < self._broker_window.get(key, rank):
                     continue
                 self._broker_window[key] = rank
@@ -318,10 +328,14 @@ class Exporter:
             hold = UNCLEAN_HOLD.total_seconds()
             for key, windows in self._unclean.items():
                 newest = self._broker_window.get(key)
+                exported = self._unclean_exported.setdefault(key, {})
                 for window in [w for w, (_, first) in windows.items()
                                if newest and w <= newest - UNCLEAN_HOLD
                                and now - first >= hold]:
-                    del windows[window]
+                    exported[window] = windows.pop(window)[0]
+                for window in [w for w in exported
+                               if newest and w <= newest - UNCLEAN_REMEMBERED]:
+                    del exported[window]
                 self.gauges[UNCLEAN_GAUGE].labels(*key).set(
                     sum(count for count, _ in windows.values()))
             self._count_dropped()

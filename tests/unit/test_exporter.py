@@ -58,6 +58,22 @@ def test_an_unclean_election_deep_in_a_catch_up_batch_is_held_for_5_minutes_of_s
     assert value(exporter, UNCLEAN_GAUGE) == 0.0
 
 
+def test_a_window_sent_again_after_its_hold_pages_only_for_a_new_loss():
+    """Late samples recompute a window long after its loss was held and paged: the same
+    count again is no new loss (a second page for it); a higher one is."""
+    clock = Clock(T0 + timedelta(minutes=1, seconds=30))
+    exporter = Exporter(clock=clock)
+    exporter.update_brokers([row(0, unclean=2.0)])
+    for minute in range(1, 12):
+        clock.at = T0 + timedelta(minutes=minute + 1, seconds=30)
+        exporter.update_brokers([row(minute)])
+    assert value(exporter, UNCLEAN_GAUGE) == 0.0
+    exporter.update_brokers([row(0, unclean=2.0), row(12)])
+    assert value(exporter, UNCLEAN_GAUGE) == 0.0, "the same loss again"
+    exporter.update_brokers([row(0, unclean=3.0), row(12)])
+    assert value(exporter, UNCLEAN_GAUGE) == 3.0, "a loss the first count did not hold"
+
+
 def test_a_late_recomputation_of_a_held_window_replaces_its_count_not_adds_to_it():
     exporter = Exporter()
     exporter.update_brokers([row(0, unclean=1.0), row(1)])
