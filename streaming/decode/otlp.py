@@ -85,7 +85,7 @@ def _any_value(value: Any) -> str:
         if key == "boolValue":
             return "true" if raw else "false"
         if key == "intValue":
-            return str(int(_number(raw, key, INT64)))
+            return str(_integer(raw, key, INT64))
         if key == "doubleValue":
             return _double_text(_number(raw, key))
         return raw
@@ -135,6 +135,14 @@ def _number(raw: Any, what: str, integer: tuple[int, int] | None = None) -> floa
             except ValueError as err:
                 raise DecodeError("wrong_type", f"{what} {raw[:40]!r} is not a number") from err
         raise DecodeError("wrong_type", f"{what} must be a number or a numeric string")
+    return float(_integer(raw, what, integer))
+
+
+def _integer(raw: Any, what: str, bounds: tuple[int, int]) -> int:
+    """An integer field within its type's (low, high), exact (an int64 label past 2**53
+    keeps its digits), as a JSON number or the numeric string the mapping writes."""
+    if isinstance(raw, bool):
+        raise DecodeError("wrong_type", f"{what} is a boolean")
     if isinstance(raw, float):
         if not raw.is_integer():
             raise DecodeError("wrong_type", f"{what} {raw!r} is not an integer")
@@ -148,10 +156,10 @@ def _number(raw: Any, what: str, integer: tuple[int, int] | None = None) -> floa
             raise DecodeError("wrong_type", f"{what} {raw[:40]!r} is not an integer") from err
     else:
         raise DecodeError("wrong_type", f"{what} must be an integer or an integer string")
-    low, high = integer
+    low, high = bounds
     if not low <= whole <= high:
         raise DecodeError("wrong_type", f"{what} {str(raw)[:40]} is outside its type's range")
-    return float(whole)
+    return whole
 
 
 def _time(point: dict[str, Any]) -> float | None:

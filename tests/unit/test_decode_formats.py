@@ -419,6 +419,14 @@ def test_otlp_histogram_and_summary_points_follow_flags_and_temporality():
     assert [r.split(":")[0] for r in rejects(batch)] == ["unsupported_temporality"]
 
 
+def test_an_otlp_int_attribute_keeps_every_digit() -> None:
+    doc = otlp_doc([{"name": "kafka.partition.count", "gauge": {"dataPoints": [
+        {**point(3), "attributes": [{"key": "id", "value": {"intValue": "9007199254740993"}},
+                                    {"key": "max", "value": {"intValue": str(2**63 - 1)}}]}]}}])
+    assert dict(one(decode([(None, orjson.dumps(doc))]))["labels"]) == {
+        "id": "9007199254740993", "max": str(2**63 - 1)}
+
+
 @pytest.mark.parametrize("value", [{"intValue": "3"}, {"intValue": 3}, {"intValue": "003"},
                                    {"doubleValue": 3.0}, {"stringValue": "3"}])
 def test_an_otlp_broker_id_of_any_scalar_variant_names_the_same_broker(value):
