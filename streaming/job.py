@@ -81,9 +81,9 @@ class Job:
             raise
 
     def _claim_tables(self) -> None:
-        """A checkpoint whose logs were deleted takes a new app id, one ahead of its tables
-        is cut back to them; then CheckpointReplaced when this checkpoint is new and
-        another's wrote the tables."""
+        """A checkpoint whose logs were deleted takes a new app id; CheckpointReplaced when
+        another checkpoint wrote the tables (this one new, or another job's), before any of
+        this checkpoint is changed; then one ahead of its tables is cut back to them."""
         config, storage = self.config, self.config.delta.storage()
         # Listed, not read (kafka_python.last_checkpointed_offsets): a remote log that cannot be
         # read must stop the start, not pass for an empty one (which renews the app id)
@@ -93,11 +93,11 @@ class Job:
             storage) if is_new else None
         if renewed is not None:
             self.processor.set_app_id(renewed)
-        elif not is_new:
-            rewind_to_tables(config.spark.checkpoint, self.processor.tables["bronze"], storage)
         claim_tables(config.delta.path, config.spark.checkpoint, self.processor.app_id,
                      is_new, config.source.starting_offsets,
                      config.spark.accept_new_checkpoint, storage)
+        if not is_new:
+            rewind_to_tables(config.spark.checkpoint, self.processor.tables["bronze"], storage)
 
     def _start(self) -> StreamingQuery:
         self.processor.recover()

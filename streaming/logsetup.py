@@ -60,9 +60,9 @@ logger.spark_utils.level = error
 logger.pyspark_gateway.name = org.apache.spark.api.python.PythonGatewayServer
 logger.pyspark_gateway.level = {level}
 # A query that fails: the job logs its cause in one line, and Spark's whole trace (which
-# its streaming engine logs as well) from -v on
-logger.streaming_failure.name = org.apache.spark.sql.execution.streaming
-logger.streaming_failure.level = {streaming_level}
+# the query's execution logs as well) from -v on
+logger.query_failure.name = org.apache.spark.sql.execution.streaming.runtime.MicroBatchExecution
+logger.query_failure.level = {streaming_level}
 """
 
 

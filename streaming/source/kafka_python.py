@@ -74,8 +74,13 @@ FIRST_CHUNK = 16
 # A task below this many records costs more in set-up than it saves in parallelism.
 MIN_RECORDS_PER_TASK = 5_000
 # A broker that answers yet sends none of a range's records for this long fails the read;
-# one that does not answer is waited for.
+# one that does not answer (NO_ANSWER) is waited for.
 STALL_SECONDS = 60.0
+# librdkafka's errors (KafkaError names) for a broker that does not answer, or a leader
+# being elected: a read waits through them.
+NO_ANSWER = frozenset({"_TRANSPORT", "_TIMED_OUT", "_ALL_BROKERS_DOWN", "REQUEST_TIMED_OUT",
+                       "BROKER_NOT_AVAILABLE", "LEADER_NOT_AVAILABLE",
+                       "NOT_LEADER_FOR_PARTITION"})
 # How long a partition without a leader (an election, a topic just created) is asked again
 # for its offsets before that counts as an error: KRaft elects a new leader in well under it.
 LEADER_MOVE_SECONDS = 10.0
@@ -866,8 +871,10 @@ class KafkaStreamReader(DataSourceStreamReader):
         try:
             _, high = consumer.get_watermark_offsets(
                 TopicPartition(partition.topic, partition.partition), timeout=5, cached=False)
-        except KafkaException:
-            return None
+        except KafkaException as err:
+            # no answer, or a leader moving: waited for; any other refusal (the topic
+            # gone, an ACL) is an answer, and the stall limit applies to it
+            return None if err.args[0].name() in NO_ANSWER else False
         if high >= partition.end or high > position:
             return False
         self._data_loss(f"{partition.topic}-{partition.partition}: offsets {position}.."

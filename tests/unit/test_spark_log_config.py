@@ -32,5 +32,5 @@ def test_a_failed_querys_trace_shows_from_v_on(
     config = written(verbosity, monkeypatch, tmp_path)
     assert config["rootLogger.level"] == root
     name = next(k for k, v in config.items()
-                if k.endswith(".name") and v == "org.apache.spark.sql.execution.streaming")
+                if k.endswith(".name") and v.endswith(".streaming.runtime.MicroBatchExecution"))
     assert config[name.replace(".name", ".level")] == streaming
