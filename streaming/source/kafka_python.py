@@ -76,11 +76,11 @@ MIN_RECORDS_PER_TASK = 5_000
 # A broker that answers yet sends none of a range's records for this long fails the read;
 # one that does not answer (NO_ANSWER) is waited for.
 STALL_SECONDS = 60.0
-# librdkafka's errors (KafkaError names) for a broker that does not answer, or a leader
-# being elected: a read waits through them.
-NO_ANSWER = frozenset({"_TRANSPORT", "_TIMED_OUT", "_ALL_BROKERS_DOWN", "REQUEST_TIMED_OUT",
-                       "BROKER_NOT_AVAILABLE", "LEADER_NOT_AVAILABLE",
-                       "NOT_LEADER_FOR_PARTITION"})
+# librdkafka's errors (KafkaError names): no broker answers; a partition's leader is being
+# elected; and either, or a broker that answers late, which a read waits through.
+UNREACHABLE = frozenset({"_TRANSPORT", "_TIMED_OUT", "_ALL_BROKERS_DOWN"})
+LEADER_MOVING = frozenset({"NOT_LEADER_FOR_PARTITION", "LEADER_NOT_AVAILABLE"})
+NO_ANSWER = UNREACHABLE | LEADER_MOVING | {"REQUEST_TIMED_OUT", "BROKER_NOT_AVAILABLE"}
 # How long a partition without a leader (an election, a topic just created) is asked again
 # for its offsets before that counts as an error: KRaft elects a new leader in well under it.
 LEADER_MOVE_SECONDS = 10.0
@@ -456,7 +456,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         """The partition's low and high watermarks. A partition whose leader is moving (an
         election, a topic created a moment ago) is asked again for a few seconds: before
         the query has its first offsets any error stops it, and this one is no outage."""
-        from confluent_kafka import KafkaError, KafkaException, TopicPartition
+        from confluent_kafka import KafkaException, TopicPartition
 
         deadline = time.monotonic() + LEADER_MOVE_SECONDS
         pause = 0.1
@@ -465,10 +465,8 @@ class KafkaStreamReader(DataSourceStreamReader):
                 return self._consumer().get_watermark_offsets(
                     TopicPartition(topic, partition), timeout=15, cached=False)
             except KafkaException as err:
-                code = err.args[0].code() if err.args else None
-                if (code not in (KafkaError.NOT_LEADER_FOR_PARTITION,
-                                 KafkaError.LEADER_NOT_AVAILABLE)
-                        or time.monotonic() + pause > deadline):
+                name = err.args[0].name() if err.args else None
+                if name not in LEADER_MOVING or time.monotonic() + pause > deadline:
                     raise
             time.sleep(pause)
             pause = min(2 * pause, 1.0)
@@ -577,20 +575,18 @@ class KafkaStreamReader(DataSourceStreamReader):
         listing, refused, an error of its own) or without an id (a broker before Kafka
         2.8) is left out, so it is not compared. KafkaException when the broker does not
         answer."""
-        from confluent_kafka import KafkaError, KafkaException, TopicCollection
+        from confluent_kafka import KafkaException, TopicCollection
 
         if not topics:
             return {}
         futures = self._admin().describe_topics(TopicCollection(sorted(topics)),
                                                 request_timeout=15)
-        unreachable = (KafkaError._TRANSPORT, KafkaError._TIMED_OUT,
-                       KafkaError._ALL_BROKERS_DOWN)
         out: dict[str, str] = {}
         for name, future in futures.items():
             try:
                 topic_id = str(future.result().topic_id)
             except KafkaException as err:
-                if err.args[0].code() in unreachable:
+                if err.args[0].name() in UNREACHABLE:
                     raise
                 LOG.debug("topic %s not described (%s): its id is not compared", name, err)
                 continue
