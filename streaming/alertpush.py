@@ -376,7 +376,7 @@ def opened_in_signals(rows: list[dict[str, Any]], fresh_seconds: float,
     each of the tied windows is read, so a future-dated sample cannot hide a real fault.
     """
     from streaming.exporter import window_rank
-    from streaming.signals.incidents import POSITIVE_BROKER_CONDITIONS
+    from streaming.signals.incidents import CLUSTER_EVENT_CONDITIONS, POSITIVE_BROKER_CONDITIONS
 
     now = now or datetime.now(UTC)
     newest: dict[tuple[str, str], tuple[datetime, list[dict[str, Any]]]] = {}
@@ -387,6 +387,9 @@ def opened_in_signals(rows: list[dict[str, Any]], fresh_seconds: float,
         elif rank == newest[key][0]:
             newest[key][1].append(row)
     opened = []
+    # A cluster event (every controller counts it) opens one incident per cluster, its
+    # peak the highest broker count, as the rule's `max without (broker)` reads it.
+    cluster_events: dict[tuple[str, str], dict[str, Any]] = {}
     for row in (r for _, tied in newest.values() for r in tied):
         if now - _utc(row["window_end"]) > timedelta(seconds=fresh_seconds):
             continue
@@ -395,7 +398,16 @@ def opened_in_signals(rows: list[dict[str, Any]], fresh_seconds: float,
                 opened.append({"kind": kind, "cluster": row["cluster"], "broker": row["broker"],
                                "started_at": row["window_start"], "resolved_at": None,
                                "peak_value": row[column], "incident_id": None})
-    return opened
+        for kind, column in CLUSTER_EVENT_CONDITIONS.items():
+            count = row.get(column) or 0
+            if count > 0:
+                event = cluster_events.setdefault((row["cluster"], kind), {
+                    "kind": kind, "cluster": row["cluster"], "broker": CLUSTER_WIDE,
+                    "started_at": row["window_start"], "resolved_at": None,
+                    "peak_value": count, "incident_id": None})
+                event["started_at"] = min(event["started_at"], row["window_start"])
+                event["peak_value"] = max(event["peak_value"], count)
+    return opened + list(cluster_events.values())
 
 
 def _basic(username: str, password: str) -> str:

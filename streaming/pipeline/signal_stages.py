@@ -35,6 +35,7 @@ from streaming.signals.broker import (
 from streaming.signals.churn import CHURN_COLUMNS, unmatched_shrinks
 from streaming.signals.cluster import cluster_signals
 from streaming.signals.incidents import (
+    CLUSTER_EVENT_CONDITIONS,
     POSITIVE_BROKER_CONDITIONS,
     anchor_incidents,
     incident_conditions,
@@ -58,7 +59,8 @@ PERSIST_ROW_COLUMNS = ["cluster", "broker", "window_start", "last_sample_ts",
 # (alertpush.opened_in_signals). A catch-up batch answers for about a hundred windows a
 # broker, and its rows as dicts of every column cost a tenth of the driver's Python.
 PAGE_ROW_COLUMNS = list(dict.fromkeys([*BROKER_ROW_COLUMNS,
-                                       *POSITIVE_BROKER_CONDITIONS.values()]))
+                                       *POSITIVE_BROKER_CONDITIONS.values(),
+                                       *CLUSTER_EVENT_CONDITIONS.values()]))
 
 
 class SignalStages:

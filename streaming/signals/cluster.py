@@ -106,9 +106,10 @@ def unclean_elections(broker_rows: pa.Table, keys: pa.Table) -> pa.Array:
     controller just failed over) or the nodes that counted the first died and the quiet
     one alone reports the next. Likewise a controller restarted while elections happen may
     count old ones again (its counter from zero): those count at once, and the others'
-    counts in the window after are taken as catching up on them. Paging reads each
-    broker's own increase (incidents.POSITIVE_BROKER_CONDITIONS, the alert rule on the
-    per-broker gauge), so none of these changes whether or when anyone is paged.
+    counts in the window after are taken as catching up on them. Paging and incidents read
+    the highest broker increase of each window (incidents.CLUSTER_EVENT_CONDITIONS, the
+    alert rule's `max without (broker)` of the per-broker gauge), so none of these changes
+    whether or when anyone is paged.
     """
     values = pc.cast(broker_rows["unclean_elections_increase"], pa.float64())
     is_number = pc.fill_null(pc.invert(pc.is_nan(values)), False)

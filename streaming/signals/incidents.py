@@ -39,8 +39,19 @@ from streaming.schemas import arrow_schema
 # whose peak is that column): the direct alert push reads them from a batch's broker rows.
 POSITIVE_BROKER_CONDITIONS = {
     "under_min_isr": "under_min_isr_max",
+}
+# Kinds whose condition is "some broker's column is above zero in the window" but whose
+# event is the cluster's: every KRaft controller counts each unclean election it applies,
+# so one election raises the column on every controller. One incident per cluster (broker
+# CLUSTER_WIDE), its peak the highest broker count, as the alert rule reads the gauges
+# (`max without (broker)`). Not cluster_signals' de-duplicated count: that one takes a
+# count in the window after an election as catching up, which may hide a second election
+# from the history while the rule pages on it.
+CLUSTER_EVENT_CONDITIONS = {
     "unclean_election": "unclean_elections_increase",
 }
+# Kinds with one incident per cluster (broker CLUSTER_WIDE): their alerts carry no broker.
+CLUSTER_SCOPE_KINDS = ("offline_partitions", "controller", *CLUSTER_EVENT_CONDITIONS)
 KINDS = ("under_min_isr", "offline_partitions", "unclean_election", "controller", "saturation",
          "stale_broker")
 
@@ -82,6 +93,15 @@ def _condition(rows: pa.Table, broker: pa.ChunkedArray | str, kind: str,
         "window_start": rows["window_start"], "window_end": rows["window_end"],
         "active": active if undecided else pc.fill_null(active, False), "value": value,
     }).cast(CONDITIONS_SCHEMA)
+
+
+def _cluster_event(broker_rows: pa.Table, kind: str, column: str) -> pa.Table:
+    """Condition rows of a cluster event: per (cluster, window), the highest broker value."""
+    per_window = broker_rows.group_by(["cluster", "window_start"], use_threads=False).aggregate(
+        [("window_end", "max"), (column, "max")]).rename_columns(
+        ["cluster", "window_start", "window_end", column])
+    return _condition(per_window, CLUSTER_WIDE, kind, _above(per_window[column], 0),
+                      per_window[column])
 
 
 def _micros(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
@@ -183,6 +203,8 @@ def incident_conditions(broker_rows: pa.Table, cluster_rows: pa.Table,
         *[_condition(broker_rows, broker, kind, _above(broker_rows[column], 0),
                      broker_rows[column])
           for kind, column in POSITIVE_BROKER_CONDITIONS.items()],
+        *[_cluster_event(broker_rows, kind, column)
+          for kind, column in CLUSTER_EVENT_CONDITIONS.items()],
         _condition(broker_rows, broker, "saturation", saturated,
                    broker_rows["request_queue_utilization_max"]),
         _condition(cluster_rows, CLUSTER_WIDE, "offline_partitions",

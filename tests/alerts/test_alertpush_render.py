@@ -31,20 +31,24 @@ def committed_rules(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(alertpush.RULES_ENV, raising=False)
 
 
-def value_series(kind: str) -> tuple[str, dict[str, str]]:
-    """The series whose value the rule of `kind` reports (its expression's first metric) and
-    the labels it carries: the contract's cluster and, for broker-scoped metrics, broker."""
+def value_series(kind: str) -> tuple[str, dict[str, str], bool]:
+    """The series whose value the rule of `kind` reports (its expression's first metric),
+    the labels it carries (the contract's cluster and, for broker-scoped metrics, broker),
+    and whether the alert keeps the broker (a rule may aggregate it away: one per cluster)."""
     expr = by_alert(alertpush.ALERTNAMES[kind])["expr"]
-    metric = re.match(r"\s*([a-zA-Z_:][a-zA-Z0-9_:]*)", expr).group(1)
+    metric = re.search(r"kafka_health_[a-zA-Z0-9_:]*", expr).group(0)
     labels = contract()[metric]
     assert labels <= {"cluster", "broker"}, f"{metric}: labels {labels} the push cannot know"
-    return metric, {"cluster": CLUSTER, **({"broker": BROKER} if "broker" in labels else {})}
+    per_broker = "broker" in labels and not re.search(r"without\s*\(\s*broker\s*\)", expr)
+    return (metric, {"cluster": CLUSTER, **({"broker": BROKER} if "broker" in labels else {})},
+            per_broker)
 
 
 def pushed(kind: str, series: dict[str, str], value: float,
-           cause: str | None = None) -> dict[str, Any]:
+           cause: str | None = None, per_broker: bool = True) -> dict[str, Any]:
     push = AlertPushConfig(alertmanager_urls=["http://am"], kinds=[kind])
-    incident = {"kind": kind, "cluster": CLUSTER, "broker": series.get("broker", "*"),
+    broker = series.get("broker", "*") if per_broker else "*"
+    incident = {"kind": kind, "cluster": CLUSTER, "broker": broker,
                 "started_at": datetime(2024, 5, 1, tzinfo=UTC), "resolved_at": None,
                 "peak_value": value, "incident_id": "id", "cause": cause}
     [alert] = alertpush.build_alerts(push, [incident])
@@ -74,8 +78,8 @@ def rule_test(kind: str, value: float, edit: Any = None, cause: str | None = Non
     """A promtool test group: the kind's series at `value` for 10 minutes (past any `for:`),
     every gate open (broker fresh, brokers reporting), with the Admin API's `cause` when
     given, and the pushed alert expected (its incident carrying that cause)."""
-    metric, series = value_series(kind)
-    alert = pushed(kind, series, value, cause)
+    metric, series, per_broker = value_series(kind)
+    alert = pushed(kind, series, value, cause, per_broker)
     expected = {
         "exp_labels": {k: v for k, v in alert["labels"].items() if k not in PUSH_ONLY_LABELS},
         "exp_annotations": {k: v for k, v in alert["annotations"].items()

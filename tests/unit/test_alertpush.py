@@ -23,7 +23,7 @@ import yaml
 from streaming import alertpush
 from streaming.alertpush import ALERTNAMES, SOURCE, build_alerts, push_incidents
 from streaming.config import AlertPushConfig, ConfigError, SecretRef, load_config
-from streaming.signals.incidents import KINDS
+from streaming.signals.incidents import CLUSTER_SCOPE_KINDS, KINDS
 
 REPO = Path(__file__).resolve().parents[2]
 RULES = REPO / "alerts" / "kafka-health.rules.yml"
@@ -143,7 +143,7 @@ def committed_rules(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.parametrize("kind", list(ALERTNAMES))
 def test_pushed_alert_is_the_rule_of_its_kind(kind: str) -> None:
-    broker = "*" if kind in ("offline_partitions", "controller") else "3"
+    broker = "*" if kind in CLUSTER_SCOPE_KINDS else "3"
     [alert] = build_alerts(config("http://x", [kind]), [incident(kind, broker, peak=2)], now=T0)
     assert alertpush.rules_path() == RULES
     rule = rules_by_name()[ALERTNAMES[kind]]
@@ -280,7 +280,7 @@ def test_the_rules_file_is_found_beside_metrics_schemas(tmp_path: Path,
     monkeypatch.setenv("KAFKA_HEALTH_SCHEMAS", str(tmp_path / "metrics_schemas"))
     assert alertpush.rules_path() == tmp_path / "alerts" / RULES.name
     (tmp_path / "alerts" / RULES.name).unlink()
-    assert alertpush.rules_path() == RULES, "else the checkout next to the package"
+    assert alertpush.rules_path() == RULES, "else the package's copy, the top-level file's link"
 
 
 def test_check_config_refuses_a_rule_the_push_cannot_render(rules_copy: Any, tmp_path: Path,
@@ -469,11 +469,13 @@ def test_early_push_reads_each_brokers_newest_fresh_window() -> None:
         signal_row("3", 1, unclean=2.0),   # older window of broker 3: a late recomputation
         signal_row("3", 2),                # broker 3's newest window: nothing
         signal_row("1", 2, unclean=1.0, under_min=4.0),
+        # another controller counting the same election: one incident for the cluster
+        signal_row("4", 2, unclean=1.0),
         signal_row("2", -5, unclean=1.0),  # ended long ago: never re-opened by a late sample
     ]
     opened = alertpush.opened_in_signals(rows, fresh_seconds=180, now=now)
     assert sorted((o["kind"], o["broker"], o["peak_value"]) for o in opened) == [
-        ("unclean_election", "1", 1.0), ("under_min_isr", "1", 4.0)]
+        ("unclean_election", "*", 1.0), ("under_min_isr", "1", 4.0)]
     [alert] = build_alerts(config("http://x"), opened, now=now)  # only the pushed kind
     assert alert["labels"]["alertname"] == "KafkaUncleanLeaderElection"
     assert parse(alert["startsAt"]) == T0 + timedelta(minutes=2)
