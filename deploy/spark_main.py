@@ -9,11 +9,12 @@ Where things are on the driver:
   the working directory (`--files` lands there on YARN and on Kubernetes, Spark >= 3.4).
 - schemas: $KAFKA_HEALTH_SCHEMAS if it names a folder with catalog.yaml (relative paths are
   taken from the working directory, where `--archives metrics_schemas.zip#metrics_schemas`
-  unpacks), else ./metrics_schemas, else the repository checkout next to this file, else the
-  copy inside a zip on sys.path (`--py-files kafka_health.zip`), extracted to a temp folder.
-  The result is exported as an absolute KAFKA_HEALTH_SCHEMAS for this process. Executors do
-  not run this file: they get KAFKA_HEALTH_SCHEMAS from spark.executorEnv (see
-  deploy/spark-submit.sh) or from the image (deploy/docker/Dockerfile).
+  unpacks); else the copy the installed package carries (streaming.package_data), found by
+  import, not searched for; else, for a package that came without it (a `--py-files` zip),
+  ./metrics_schemas or the copy inside a zip on sys.path, extracted to a temp folder. A folder
+  named or found here is exported as an absolute KAFKA_HEALTH_SCHEMAS for this process.
+  Executors do not run this file: they get KAFKA_HEALTH_SCHEMAS from spark.executorEnv (see
+  deploy/spark-submit.sh) or the image (deploy/docker/Dockerfile), else read the package's.
 
 No third-party imports here: it must run before the job's dependencies are known to work.
 """
@@ -24,7 +25,7 @@ import os
 import sys
 import tempfile
 import zipfile
-from collections.abc import MutableMapping
+from collections.abc import Callable, MutableMapping
 from pathlib import Path
 
 SCHEMAS_ENV = "KAFKA_HEALTH_SCHEMAS"
@@ -66,25 +67,41 @@ def _extract_from_zip(entries: list[str]) -> Path | None:
     return None
 
 
+def package_has_schemas() -> bool:
+    """Whether the importable `streaming` package carries its schemas (an installed wheel, a
+    checkout): standard library only, as is streaming.package_data."""
+    try:
+        from streaming.package_data import has_packaged_schemas
+    except ImportError:
+        return False
+    return has_packaged_schemas()
+
+
 def resolve_schemas(environ: MutableMapping[str, str] | None = None, cwd: Path | None = None,
-                    search_path: list[str] | None = None) -> Path:
-    """Find metrics_schemas/ for the driver and export it as an absolute KAFKA_HEALTH_SCHEMAS."""
+                    search_path: list[str] | None = None,
+                    packaged: Callable[[], bool] = package_has_schemas) -> Path | None:
+    """The metrics_schemas folder the driver reads, exported as an absolute
+    KAFKA_HEALTH_SCHEMAS; None when the package's own copy is the one (nothing exported)."""
     environ = os.environ if environ is None else environ
     cwd = cwd or Path.cwd()
-    candidates: list[Path] = []
     if environ.get(SCHEMAS_ENV):
         given = Path(environ[SCHEMAS_ENV])
-        candidates.append(given if given.is_absolute() else cwd / given)
-    candidates += [cwd / "metrics_schemas", Path(__file__).resolve().parent.parent / "metrics_schemas"]
-    found = next((c for c in candidates if _has_schemas(c)), None)
-    if found is None:
-        found = _extract_from_zip(sys.path if search_path is None else search_path)
+        looked = given if given.is_absolute() else cwd / given
+        found = looked if _has_schemas(looked) else None
+        where = ""
+    elif packaged():
+        return None
+    else:
+        looked = cwd / "metrics_schemas"
+        found = looked if _has_schemas(looked) else _extract_from_zip(
+            sys.path if search_path is None else search_path)
+        where = " and in zips on sys.path"
     if found is None or not _has_schemas(found):
-        looked = ", ".join(str(c) for c in candidates)
         raise FileNotFoundError(
-            f"metrics_schemas/ not found (looked at {looked} and in zips on sys.path). Ship it "
-            "with `--archives metrics_schemas.zip#metrics_schemas` (deploy/spark-submit.sh does) "
-            f"or set {SCHEMAS_ENV} to its absolute path."
+            f"metrics_schemas/ not found (looked at {looked}{where}). Install the kafka-health "
+            "package, which carries it, or ship it with `--archives "
+            "metrics_schemas.zip#metrics_schemas` (deploy/spark-submit.sh does) and set "
+            f"{SCHEMAS_ENV} to where it unpacks."
         )
     environ[SCHEMAS_ENV] = str(found.resolve())
     return found

@@ -22,8 +22,8 @@ TEXT{{ .Labels.cause }}TEXT{{ end }}{{ end }}`) rendered from the incident's `ca
 the same Admin API poll wrote (streaming.metadata.board): with one, the block's text around
 it; without, nothing. Any other template construct (a `humanizePercentage` pipe, another
 label, another query) is refused with a ConfigError by `check`, which `kafka-health run`
-and `check-config` call when a push is configured. The file is found like
-metrics_schemas/ (see `rules_path`).
+and `check-config` call when a push is configured. The package carries a copy of the file
+(streaming.package_data); `rules_path` says which copy is read.
 
 Open incidents are re-sent on every batch with `endsAt` a few minutes ahead, so they
 stay firing while the job runs and expire on their own if it stops; a resolved incident
@@ -60,6 +60,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +68,7 @@ import yaml
 
 from streaming.config import AlertPushConfig, ConfigError
 from streaming.identity import CLUSTER_WIDE
+from streaming.package_data import SCHEMAS_ENV, packaged_alert_rules
 from streaming.redact import redact_text, redact_url
 
 LOG = logging.getLogger("kafka_health.alertpush")
@@ -165,29 +167,31 @@ def _escape_braces(literal: str) -> str:
     return literal.replace("{", "{{").replace("}", "}}")
 
 
-def rules_path() -> Path:
-    """The Prometheus rules file: $KAFKA_HEALTH_RULES, else alerts/ beside the metrics_schemas
-    folder (the checkout, /opt/kafka-health in the image, spark-submit's unpacked archives),
-    else the checkout next to this package. Refused (AlertRulesError) when none is a file."""
+def rules_path() -> Traversable:
+    """The Prometheus rules file: $KAFKA_HEALTH_RULES; else alerts/ beside the folder
+    $KAFKA_HEALTH_SCHEMAS names (/opt/kafka-health in the image, spark-submit's unpacked
+    archives), so a shipped copy of the schemas comes with the rules of the same version;
+    else the copy the package carries (streaming.package_data). Refused (AlertRulesError)
+    when none is a file."""
     override = os.environ.get(RULES_ENV)
+    candidates: list[Traversable]
     if override:
         candidates = [Path(override)]
     else:
-        from streaming.schemas import schemas_dir
-
-        candidates = list(dict.fromkeys([schemas_dir().parent / RULES_FILE,
-                                         Path(__file__).resolve().parents[1] / RULES_FILE]))
+        schemas = os.environ.get(SCHEMAS_ENV)
+        candidates = [*([Path(schemas).parent / RULES_FILE] if schemas else []),
+                      packaged_alert_rules()]
     found = next((c for c in candidates if c.is_file()), None)
     if found is None:
         raise AlertRulesError(
             f"alert_push: the Prometheus rules file {RULES_FILE} (the pushed alerts' labels and "
-            f"texts) was not found (looked at {', '.join(map(str, candidates))}); ship "
-            f"alerts/ beside metrics_schemas/ or set {RULES_ENV} to the file")
+            f"texts) was not found (looked at {', '.join(map(str, candidates))}); set "
+            f"{RULES_ENV} to the file, or ship alerts/ beside the folder {SCHEMAS_ENV} names")
     return found
 
 
 @functools.cache
-def _specs_in(path: Path) -> dict[str, AlertSpec | str]:
+def _specs_in(path: Traversable) -> dict[str, AlertSpec | str]:
     """Every pushable kind's spec from the rules file at `path`, or why it has none."""
     try:
         document = yaml.safe_load(path.read_text(encoding="utf-8"))
@@ -204,7 +208,7 @@ def _specs_in(path: Path) -> dict[str, AlertSpec | str]:
     return specs
 
 
-def _spec(kind: str, alertname: str, found: list[dict[str, Any]], path: Path) -> AlertSpec:
+def _spec(kind: str, alertname: str, found: list[dict[str, Any]], path: Traversable) -> AlertSpec:
     if len(found) != 1:
         raise AlertRulesError(f"alert_push.kinds {kind!r}: {path} has {len(found)} rules named "
                               f"{alertname}; the push renders exactly one")

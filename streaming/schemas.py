@@ -4,19 +4,23 @@ from __future__ import annotations
 
 import functools
 import os
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import yaml
 
+from streaming.package_data import SCHEMAS_ENV, packaged_schemas
 
-def schemas_dir() -> Path:
-    """The metrics_schemas folder: env override first, so spark-submit can ship it anywhere."""
-    override = os.environ.get("KAFKA_HEALTH_SCHEMAS")
+
+def schemas_dir() -> Traversable:
+    """The metrics_schemas folder: $KAFKA_HEALTH_SCHEMAS first, so spark-submit and images can
+    ship their own copy anywhere, else the one the package carries (streaming.package_data)."""
+    override = os.environ.get(SCHEMAS_ENV)
     if override:
         return Path(override)
-    return Path(__file__).resolve().parents[1] / "metrics_schemas"
+    return packaged_schemas()
 
 
 @functools.cache

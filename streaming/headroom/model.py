@@ -25,6 +25,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
@@ -113,7 +114,7 @@ def load_defaults(path: str | Path | None = None) -> dict[str, Any]:
     The file must hold exactly the model's keys, so a typo there fails as loudly as one in
     a cluster override.
     """
-    file = Path(path) if path is not None else schemas_dir() / DEFAULTS_FILE
+    file: Traversable = Path(path) if path is not None else schemas_dir() / DEFAULTS_FILE
     with file.open(encoding="utf-8") as fh:
         data = yaml.safe_load(fh) or {}
     if not isinstance(data, dict):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
@@ -73,7 +74,7 @@ def _rule(name: str, spec: Any, where: str) -> Rule:
 
 def load_rules(path: str | Path | None = None) -> AuditRules:
     """The rules of `path` (default: durability.yaml in the schemas folder)."""
-    file = Path(path) if path is not None else schemas_dir() / RULES_FILE
+    file: Traversable = Path(path) if path is not None else schemas_dir() / RULES_FILE
     data = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
     if not isinstance(data, dict) or set(data) != {"top_cause_brokers", "rules"}:
         raise ValueError(f"{file}: expected exactly the keys top_cause_brokers and rules")

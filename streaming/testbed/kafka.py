@@ -32,6 +32,7 @@ import time
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from importlib.resources import files
 from pathlib import Path
 from typing import ClassVar
 
@@ -39,7 +40,6 @@ from streaming.runtime.class_archive import dump_options, kafka_archive_path, op
 from streaming.runtime.jvm import agent_jar, classpath, java
 
 LOG = logging.getLogger("kafka_health.testbed")
-RULES = Path(__file__).with_name("jmx_exporter_rules.yaml")
 
 # Test-bed settings: what makes faults fast, documented in the README's test-bed section.
 FAST_FAULTS = {
@@ -81,6 +81,17 @@ logger.state.level = WARN
 
 class KafkaError(RuntimeError):
     """A node did not start or stop as asked; the message names its log file."""
+
+
+def jmx_exporter_rules() -> Path:
+    """The jmx_exporter agent's rules, the file the package carries. The agent reads it by
+    path; the test bed runs from an installed package or a checkout, where package data are
+    files on disk."""
+    rules = files("streaming.testbed") / "jmx_exporter_rules.yaml"
+    if not isinstance(rules, Path) or not rules.is_file():
+        raise KafkaError(f"the jmx_exporter rules {rules} are not a file on disk: run the test "
+                         "bed from an installed kafka-health or a checkout")
+    return rules
 
 
 @dataclass(frozen=True)
@@ -292,7 +303,7 @@ class KafkaNode:
                           "host=127.0.0.1,discoveryEnabled=false")
         if self.jmx_exporter_port:
             agents.append(f"-javaagent:{agent_jar('jmx-exporter')}="
-                          f"127.0.0.1:{self.jmx_exporter_port}:{RULES}")
+                          f"127.0.0.1:{self.jmx_exporter_port}:{jmx_exporter_rules()}")
         sharing = (dump_options(self.archive_to) if self.archive_to
                    else options_for(kafka_archive_path()))
         out = open(self.directory / "stdout.log", "ab")  # noqa: SIM115 (the child keeps it)

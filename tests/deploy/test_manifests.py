@@ -422,7 +422,7 @@ def test_spark_submit_refuses_what_cannot_work(tmp_path: Path) -> None:
     assert client.returncode == 0 and "--deploy-mode client" in client.stdout
 
 
-def test_spark_main_finds_config_and_schemas(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_spark_main_finds_config_and_schemas(tmp_path: Path) -> None:
     spark_main = _module(DEPLOY / "spark_main.py")
     (tmp_path / "kafka-health.yaml").write_text("{}\n")
     assert spark_main.resolve_config("kafka-health.yaml", cwd=tmp_path) == tmp_path / "kafka-health.yaml"
@@ -434,17 +434,22 @@ def test_spark_main_finds_config_and_schemas(tmp_path: Path, monkeypatch: pytest
     env = {"KAFKA_HEALTH_SCHEMAS": "unpacked"}
     assert spark_main.resolve_schemas(env, cwd=tmp_path) == tmp_path / "unpacked"
     assert env["KAFKA_HEALTH_SCHEMAS"] == str((tmp_path / "unpacked").resolve())
-    # Only the --py-files zip: extracted. (The repo checkout fallback is hidden by a fake __file__.)
+    with pytest.raises(FileNotFoundError, match="looked at .*nowhere"):
+        spark_main.resolve_schemas({"KAFKA_HEALTH_SCHEMAS": "nowhere"}, cwd=tmp_path)
+    # Unset: the installed package's own copy, nothing searched for and nothing exported.
+    env = {}
+    assert spark_main.resolve_schemas(env, cwd=tmp_path, search_path=[]) is None and env == {}
+    # A package without its copy (a --py-files zip of the checkout): the zip's, extracted.
     zipped = tmp_path / "kafka_health.zip"
     with zipfile.ZipFile(zipped, "w") as z:
         for path in (REPO / "metrics_schemas").iterdir():
             z.write(path, f"metrics_schemas/{path.name}")
-    monkeypatch.setattr(spark_main, "__file__", str(tmp_path / "x" / "y" / "spark_main.py"))
-    env = {}
-    found = spark_main.resolve_schemas(env, cwd=tmp_path / "empty", search_path=[str(zipped)])
+    found = spark_main.resolve_schemas(env, cwd=tmp_path / "empty", search_path=[str(zipped)],
+                                       packaged=lambda: False)
     assert (found / "catalog.yaml").read_text() == (REPO / "metrics_schemas" / "catalog.yaml").read_text()
+    assert env["KAFKA_HEALTH_SCHEMAS"] == str(found.resolve())
     with pytest.raises(FileNotFoundError, match="--archives"):
-        spark_main.resolve_schemas({}, cwd=tmp_path / "empty", search_path=[])
+        spark_main.resolve_schemas({}, cwd=tmp_path / "empty", search_path=[], packaged=lambda: False)
 
 
 def test_spark_main_hands_over_to_the_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
