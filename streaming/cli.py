@@ -319,8 +319,17 @@ def cmd_simulate(args: argparse.Namespace) -> int:
                     f"choose one of: {', '.join(ENCODERS)}")
     model = _model(args)
     start = None if args.realtime else time.time() - args.duration
+    client = None
+    if args.config:  # the metrics cluster's login: the job's source.kafka / source.secrets
+        from streaming.config import load_config
+
+        client = load_config(args.config).source.client_config()
+        if not _given(args, "bootstrap"):
+            args.bootstrap = client["bootstrap.servers"]
+        client["bootstrap.servers"] = args.bootstrap
     simulator = Simulator(model, args.bootstrap, args.topic, fmt=args.format,
-                          scrape_interval=args.scrape_interval, start=start)
+                          scrape_interval=args.scrape_interval, start=start,
+                          producer_conf=client)
     produced = simulator.run(args.duration, realtime=args.realtime)
     if args.truth:
         simulator.truth.write(args.truth)
@@ -565,7 +574,12 @@ def build_parser() -> argparse.ArgumentParser:
         "Scrape a model cluster every --scrape-interval and produce the scrapes to --topic. "
         "Without --realtime, --duration seconds of metrics ending now are produced at once.")
     simulate.add_argument("--bootstrap", default="127.0.0.1:9092",
-                          help="Kafka to produce to (default: 127.0.0.1:9092)")
+                          help="Kafka to produce to (default: 127.0.0.1:9092, or the "
+                          "--config's source.bootstrap_servers)")
+    simulate.add_argument("--config", default=None,
+                          help="YAML config whose source.kafka and source.secrets log in to "
+                          "a secured metrics cluster (the producer needs Write and Describe "
+                          "on --topic)")
     simulate.add_argument("--topic", default="kafka-metrics",
                           help="topic to produce to (default: kafka-metrics)")
     simulate.add_argument("--format", default="jolokia",

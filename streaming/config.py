@@ -52,17 +52,6 @@ class SecretRef:
         raise ConfigError(f"{path}: give either 'file' or 'env'")
 
 
-def kafka_client_config(bootstrap_servers: str, kafka: dict[str, str],
-                        secrets: dict[str, SecretRef], path: str) -> dict[str, str]:
-    """librdkafka settings: the bootstrap servers, the plain settings, then the secrets
-    read now (a key under both `kafka` and `secrets` takes the secret); `path` is the
-    section's dotted key, which names a secret that cannot be read."""
-    conf = {"bootstrap.servers": bootstrap_servers, **kafka}
-    for key, ref in secrets.items():
-        conf[key] = ref.read(f"{path}.secrets.{key}")
-    return conf
-
-
 # What librdkafka says of settings no deployment can run with; other errors at a client's
 # creation (a PEM or keystore checked with a placeholder secret) are not the config's.
 _REFUSALS = ("No such configuration property", "Invalid value", "is not supported",
@@ -201,7 +190,9 @@ class SourceConfig:
 
     def client_config(self) -> dict[str, str]:
         """Kafka client settings with secrets resolved; never log the result."""
-        return kafka_client_config(self.bootstrap_servers, self.kafka, self.secrets, "source")
+        from streaming.kafka_client import client_settings
+
+        return client_settings(self.bootstrap_servers, self.kafka, self.secrets, "source")
 
 
 def starting_offsets_valid(value: str) -> bool:
@@ -555,7 +546,9 @@ class MetadataClusterConfig:
 
     def client_config(self, path: str) -> dict[str, str]:
         """librdkafka settings with secrets resolved; never log the result."""
-        return kafka_client_config(self.bootstrap_servers, self.kafka, self.secrets, path)
+        from streaming.kafka_client import client_settings
+
+        return client_settings(self.bootstrap_servers, self.kafka, self.secrets, path)
 
 
 @dataclass

@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 from pyspark.sql.datasource import (
+    CaseInsensitiveDict,
     DataSource,
     DataSourceStreamReader,
     InputPartition,
@@ -45,6 +46,7 @@ from pyspark.sql.datasource import (
 from streaming.config import SecretRef, SignalsConfig
 from streaming.decode.packing import PACKED_DDL, pack, pack_chunks
 from streaming.decode.records import DecodeContext, decoded_chunks
+from streaming.kafka_client import source_client_settings
 from streaming.locations import is_local, join, numbered_files, read_text, write_text
 from streaming.logsetup import spark_process_kafka_settings
 from streaming.redact import redact_url
@@ -168,24 +170,10 @@ def plan_tasks(ranges: list[KafkaRange], max_tasks: int,
     return planned
 
 
-def client_config(options: dict[str, str]) -> dict[str, str]:
-    """kafka.* options pass through; secretFile.*/secretEnv.* name where a secret lives.
-
-    Secrets travel as references so that their values never sit in Spark's plan, logs or UI.
-    """
-    conf: dict[str, str] = {}
-    for key, value in options.items():
-        if key.startswith("kafka."):
-            conf[key[len("kafka."):]] = value
-        elif key.startswith("secretFile."):
-            name = key[len("secretFile."):]
-            conf[name] = SecretRef(file=value).read(f"source.secrets.{name}")
-        elif key.startswith("secretEnv."):
-            name = key[len("secretEnv."):]
-            conf[name] = SecretRef(env=value).read(f"source.secrets.{name}")
-    if "bootstrap.servers" not in conf:
-        raise ValueError("kafka_health_kafka source: option kafka.bootstrap.servers is required")
-    return conf
+def client_config(options: Mapping[str, str]) -> dict[str, str]:
+    """The source's librdkafka settings from its options (streaming.kafka_client): kafka.*
+    options pass through, the secrets are read from the references the options carry."""
+    return source_client_settings(options)
 
 
 def checkpoint_storage(options: Mapping[str, str]) -> dict[str, str] | None:
@@ -208,7 +196,7 @@ def checkpoint_storage(options: Mapping[str, str]) -> dict[str, str] | None:
     return out or None
 
 
-def reader_config(options: dict[str, str]) -> dict[str, Any]:
+def reader_config(options: Mapping[str, str]) -> dict[str, Any]:
     """The read tasks' consumer: assigned offsets only (no group, no commits), a short
     broker-side wait unless the options set one (see READER_FETCH_WAIT_MS)."""
     conf: dict[str, Any] = {
@@ -353,8 +341,11 @@ def records_batch(messages: list[Any], want: KafkaRange, position: int
 
 
 class KafkaStreamReader(DataSourceStreamReader):
-    def __init__(self, options: dict[str, str]) -> None:
-        self.options = dict(options)
+    def __init__(self, options: Mapping[str, str]) -> None:
+        # Spark hands the options over with their keys lowercased; a reader made from a
+        # plain dict (a test, a caller of its own) looks them up in any case all the same.
+        options = CaseInsensitiveDict(options)
+        self.options = options
         self.topics = [t for t in options.get("subscribe", "").split(",") if t]
         self.pattern = options.get("subscribePattern")
         if not self.topics and not self.pattern:

@@ -11,6 +11,7 @@ from pyspark.sql import functions as F
 from streaming.config import Config
 from streaming.decode.records import DecodeContext
 from streaming.decode.stage import decode_stage
+from streaming.kafka_client import SECRETS_OPTION, java_options, secret_references
 from streaming.locations import is_local
 from streaming.sinks.task_files import TaskWriter
 from streaming.source.kafka_python import SOURCE_NAME, KafkaHealthKafkaSource
@@ -51,19 +52,34 @@ def read_metrics_stream(spark: SparkSession, config: Config,
                         writer: TaskWriter | None = None) -> DataFrame:
     """Kafka records (Spark's kafka-source columns), or decoded rows from the Python source
     when `decode` is given (with `writer`, the files its tasks wrote)."""
-    options = source_options(config)
     if config.source.engine == "spark":
-        # Spark's own source: secrets go as kafka.* options, which Spark redacts in its UI/logs.
-        options.update({f"kafka.{k}": ref.read(f"source.secrets.{k}")
-                        for k, ref in config.source.secrets.items()})
-        reader = spark.readStream.format("kafka").options(**options).option("includeHeaders",
-                                                                            "true")
+        reader = spark.readStream.format("kafka").options(**spark_source_options(config))
         return reader.load().select(*[F.col(c) for c in KAFKA_COLUMNS])
-    for key, ref in config.source.secrets.items():
-        if ref.file:
-            options[f"secretFile.{key}"] = ref.file
-        elif ref.env:
-            options[f"secretEnv.{key}"] = ref.env
+    options = python_source_options(config, spark.sparkContext.defaultParallelism, decode,
+                                    writer)
+    spark.dataSource.register(KafkaHealthKafkaSource)
+    return spark.readStream.format(SOURCE_NAME).options(**options).load()
+
+
+def spark_source_options(config: Config) -> dict[str, str]:
+    """Spark's kafka source's options. It runs the Java client, which takes the secrets'
+    values as kafka.* options (Spark redacts them in its UI and logs) under the Java
+    client's names (streaming.kafka_client.java_options)."""
+    src = config.source
+    options = {k: v for k, v in source_options(config).items() if not k.startswith("kafka.")}
+    options.update(java_options(src.bootstrap_servers, src.kafka, src.secrets, "source"))
+    options["includeHeaders"] = "true"
+    return options
+
+
+def python_source_options(config: Config, parallelism: int,
+                          decode: DecodeContext | None = None,
+                          writer: TaskWriter | None = None) -> dict[str, str]:
+    """The Python source's options: what both engines share, and its own. Every value may
+    show in Spark's plan and UI, so secrets go as references (streaming.kafka_client)."""
+    options = source_options(config)
+    if config.source.secrets:  # references only: each read task reads the values
+        options[SECRETS_OPTION] = secret_references(config.source.secrets)
     options["checkpointLocation"] = config.spark.checkpoint
     if not is_local(config.spark.checkpoint):
         # The source reads the checkpoint's offset log on a restart; a remote one with
@@ -75,12 +91,11 @@ def read_metrics_stream(spark: SparkSession, config: Config,
                 options[f"checkpointStorageSecretFile.{key}"] = ref.file
             elif ref.env:
                 options[f"checkpointStorageSecretEnv.{key}"] = ref.env
-    options["maxTasks"] = str(config.source.max_tasks or spark.sparkContext.defaultParallelism)
+    options["maxTasks"] = str(config.source.max_tasks or parallelism)
     options["minRecordsPerTask"] = str(config.source.min_records_per_task)
     if decode is not None:
         options["decode"] = decode.to_json()
     if decode is not None and writer is not None:
         options["writeTables"] = writer.to_json()  # secrets as references, never values
         options["signals"] = json.dumps(dataclasses.asdict(config.signals))
-    spark.dataSource.register(KafkaHealthKafkaSource)
-    return spark.readStream.format(SOURCE_NAME).options(**options).load()
+    return options

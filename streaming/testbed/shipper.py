@@ -23,6 +23,7 @@ import threading
 import time
 import urllib.request
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -114,7 +115,10 @@ class Shipper:
 
     def __init__(self, targets: list[Target], cluster: str, bootstrap: str,
                  jolokia_topic: str | None, prometheus_topic: str | None,
-                 interval: float = 5.0) -> None:
+                 interval: float = 5.0, client: Mapping[str, str] | None = None) -> None:
+        """`client`: the settings of a client that logs in to a secured metrics cluster
+        (streaming.kafka_client.client_settings); its bootstrap.servers, when set, replace
+        `bootstrap`."""
         from confluent_kafka import Producer
 
         self.targets = targets
@@ -122,8 +126,8 @@ class Shipper:
         self.jolokia_topic = jolokia_topic
         self.prometheus_topic = prometheus_topic
         self.interval = interval
-        self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20,
-                                  "compression.type": "lz4", "acks": "all",
+        self.producer = Producer({"bootstrap.servers": bootstrap, **(client or {}),
+                                  "linger.ms": 20, "compression.type": "lz4", "acks": "all",
                                   "logger": kafka_logger()})
         self.body = orjson.dumps(jolokia_requests())
         self.errors: dict[str, str] = {}

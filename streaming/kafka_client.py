@@ -1,0 +1,116 @@
+"""Kafka client settings, built in one place for every client of the project.
+
+The metrics source (both engines), the metadata poller, the lag probe, `peek`, `simulate`
+and the test bed's shipper all take their settings from here: the bootstrap servers, the
+plain settings of a config section (`kafka`), and its secrets (`secrets`, each a
+`{file: PATH}` or `{env: NAME}` reference) read at the last moment, where the client is made.
+
+The Python data source receives the references, never the values: Spark hands a data
+source its options as strings that show in its plan, UI and event log, so the secrets go
+as one JSON option of file paths and variable names (`SECRETS_OPTION`) that each read task
+resolves itself. Spark also lowercases a Python data source's option keys
+(`pyspark.sql.datasource.CaseInsensitiveDict`), which is why the secrets' names travel in a
+value, not in keys, and why every option is looked up here in any case.
+
+Spark's own kafka source (engine "spark") runs the Java client, which takes the values
+themselves; `java_options` turns librdkafka's login settings into the Java client's
+(`sasl.jaas.config`, a PEM trust store) so one config serves both engines. Spark masks
+an option in its UI and logs when its key or value matches `spark.redaction.regex`, as a
+JAAS line with its `password=` does.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from streaming.config import ConfigError, SecretRef
+
+# The Python source's option naming each secret's reference: {"sasl.password": {"env": "X"}}.
+SECRETS_OPTION = "kafkaSecretRefs"
+# librdkafka's SASL mechanisms -> the Java client's login module for a user and password.
+LOGIN_MODULES = {
+    "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
+    "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
+    "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
+}
+# librdkafka's client certificate files, which the Java client has no setting for: its PEM
+# key store takes the key and chain as values (ssl.keystore.key, .certificate.chain).
+NO_JAVA_FILE = ("ssl.certificate.location", "ssl.key.location")
+
+
+def client_settings(bootstrap_servers: str, kafka: Mapping[str, Any],
+                    secrets: Mapping[str, SecretRef], path: str) -> dict[str, str]:
+    """librdkafka settings: the bootstrap servers, the plain settings, then the secrets
+    read now (a key under both `kafka` and `secrets` takes the secret); `path` is the
+    section's dotted key, which names a secret that cannot be read. Never log the result."""
+    conf = {"bootstrap.servers": bootstrap_servers, **{k: str(v) for k, v in kafka.items()}}
+    for key, ref in secrets.items():
+        conf[key] = ref.read(f"{path}.secrets.{key}")
+    return conf
+
+
+def secret_references(secrets: Mapping[str, SecretRef]) -> str:
+    """The `SECRETS_OPTION` value: where each secret lives, as JSON (no value in it)."""
+    return json.dumps({key: {"file": ref.file} if ref.file else {"env": ref.env}
+                       for key, ref in secrets.items()}, sort_keys=True)
+
+
+def _option(options: Mapping[str, str], name: str) -> str | None:
+    """An option by its name in any case (a CaseInsensitiveDict, or a plain dict as given)."""
+    wanted = name.lower()
+    return next((value for key, value in options.items() if key.lower() == wanted), None)
+
+
+def source_client_settings(options: Mapping[str, str]) -> dict[str, str]:
+    """The Python source's client settings from its options: `kafka.*` options pass
+    through (librdkafka's names are lowercase, so Spark's lowercasing loses nothing), and
+    the secrets named in `SECRETS_OPTION` are read here, on the driver or in a read task."""
+    kafka = {key[len("kafka."):].lower(): value for key, value in options.items()
+             if key.lower().startswith("kafka.")}
+    bootstrap = kafka.pop("bootstrap.servers", None)
+    if not bootstrap:
+        raise ValueError("kafka_health_kafka source: option kafka.bootstrap.servers is required")
+    refs = json.loads(_option(options, SECRETS_OPTION) or "{}")
+    secrets = {key: SecretRef(**ref) for key, ref in refs.items()}
+    return client_settings(bootstrap, kafka, secrets, "source")
+
+
+def _jaas_quoted(value: str) -> str:
+    """A JAAS option value in double quotes (Kafka's parser takes backslash escapes)."""
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def java_options(bootstrap_servers: str, kafka: Mapping[str, Any],
+                 secrets: Mapping[str, SecretRef], path: str) -> dict[str, str]:
+    """Spark's kafka source's `kafka.*` options, secrets read: the Java client's names pass
+    through; librdkafka's `sasl.username`/`sasl.password` become a `sasl.jaas.config` of the
+    mechanism's login module, and `ssl.ca.location` a PEM trust store. A client
+    certificate for the Java client is given with its own names (`ssl.keystore.*`)."""
+    conf = client_settings(bootstrap_servers, kafka, secrets, path)
+    untranslated = [key for key in NO_JAVA_FILE if key in conf]
+    if untranslated:
+        raise ConfigError(
+            f"{path}.kafka: {', '.join(untranslated)} are librdkafka's names, which Spark's "
+            "kafka source (engine 'spark', the Java client) does not read; give the client "
+            "certificate as ssl.keystore.type (PKCS12 or PEM), ssl.keystore.location and "
+            f"{path}.secrets.ssl.keystore.password")
+    username = conf.pop("sasl.username", None)
+    password = conf.pop("sasl.password", None)
+    if username is not None and "sasl.jaas.config" not in conf:
+        mechanism = conf.get("sasl.mechanism", "PLAIN").upper()
+        if mechanism not in LOGIN_MODULES:
+            raise ConfigError(f"{path}.kafka.sasl.mechanism: {mechanism} takes no user name "
+                              "and password in the Java client; give sasl.jaas.config under "
+                              f"{path}.secrets instead")
+        if password is None:
+            raise ConfigError(f"{path}.secrets.sasl.password: {path}.kafka.sasl.username "
+                              "is set but no password")
+        conf["sasl.jaas.config"] = (
+            f"{LOGIN_MODULES[mechanism]} required username={_jaas_quoted(username)} "
+            f"password={_jaas_quoted(password)};")
+    ca = conf.pop("ssl.ca.location", None)
+    if ca is not None and "ssl.truststore.location" not in conf:
+        conf.update({"ssl.truststore.type": "PEM", "ssl.truststore.location": ca})
+    return {f"kafka.{key}": value for key, value in conf.items()}
