@@ -25,6 +25,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+from streaming.allocator import set_purge_delay
 from streaming.logsetup import configure, spark_log_config
 from streaming.refusal import NotStarted
 
@@ -668,6 +669,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # before anything loads pyarrow, which reads it once (streaming/allocator.py)
+    set_purge_delay()
     args = build_parser().parse_args(argv)
     # imported after parsing: --help and usage errors need only the standard library, so
     # the wrapper scripts print help before anything is installed

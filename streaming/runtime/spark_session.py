@@ -8,6 +8,7 @@ from urllib.parse import urlparse
 
 from pyspark.sql import SparkSession
 
+from streaming.allocator import PURGE_DELAY_ENV, PURGE_DELAY_MS, set_purge_delay
 from streaming.config import Config
 from streaming.locations import s3a_hadoop_conf, scheme
 from streaming.logsetup import SPARK_LEVEL_ENV
@@ -33,6 +34,8 @@ def start_session(config: Config, conf: dict[str, str]) -> SparkSession:
     """A session of `config`'s master and app name with the settings `conf`."""
     # Python workers must run this interpreter (the venv with pyarrow and this package).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    # The JVM about to start, and the Python workers it forks, inherit the allocator setting
+    set_purge_delay()
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(config.spark.app_name)
     if config.spark.master:
@@ -68,6 +71,9 @@ def spark_conf(config: Config) -> dict[str, str]:
         # would take above the 1 MB default and which costs the JVM CPU on every result.
         # Bounded by spark.rpc.message.maxSize (128 MB); larger results still take the store.
         "spark.task.maxDirectResultSize": "64m",
+        # Executors on other hosts do not inherit the driver's environment: their Python
+        # workers get pyarrow's allocator setting (streaming/allocator.py) this way.
+        f"spark.executorEnv.{PURGE_DELAY_ENV}": PURGE_DELAY_MS,
     }
     if (config.spark.master or "").startswith("local") and "SPARK_LOCAL_IP" not in os.environ:
         # A local session's driver and executor are one JVM: its RPC and block manager
