@@ -21,6 +21,7 @@ import pytest
 import yaml
 
 from streaming.config import load_config
+from tests.deploy import k8s_tools
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
@@ -47,7 +48,7 @@ def _docs(path: Path) -> list[dict[str, Any]]:
 def _k8s_docs() -> list[tuple[Path, dict[str, Any]]]:
     out = []
     for path in sorted([*K8S.glob("*.yaml"), *(DEPLOY / "alertmanager").glob("*.yaml")]):
-        if path.name == "kustomization.yaml":
+        if path.name in ("kustomization.yaml", "kustomizeconfig.yaml"):  # kustomize's, not the API's
             continue
         out += [(path, doc) for doc in _docs(path)]
     return out
@@ -99,16 +100,69 @@ def test_kustomizations_list_existing_files() -> None:
             assert (kustomization.parent / resource).exists(), f"{kustomization}: {resource} missing"
 
 
-@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl not installed")
 def test_kustomize_builds_offline() -> None:
-    out = subprocess.run(["kubectl", "kustomize", str(K8S)], capture_output=True, text=True,
-                         timeout=60)
-    assert out.returncode == 0, out.stderr
-    kinds = {d["kind"] for d in yaml.safe_load_all(out.stdout) if d}
-    assert {"SparkApplication", "Service", "ServiceMonitor", "PrometheusRule", "ConfigMap",
-            "Deployment", "Role", "RoleBinding", "ServiceAccount"} <= kinds
-    assert all(d["metadata"].get("namespace") == "kafka-health"
-               for d in yaml.safe_load_all(out.stdout) if d)
+    docs = k8s_tools.build(K8S)
+    kinds = {d["kind"] for d in docs}
+    assert {"SparkApplication", "Service", "ServiceMonitor", "PrometheusRule", "AlertmanagerConfig",
+            "ConfigMap", "Role", "RoleBinding", "ServiceAccount"} <= kinds
+    # The Prometheus Operator's Alertmanager takes the routing: no Alertmanager of our own.
+    assert "Deployment" not in kinds
+    assert all(d["metadata"].get("namespace") == "kafka-health" for d in docs)
+    # The runbook base is a build input (local-config), never applied.
+    assert not [d for d in docs if d["metadata"]["name"] == "kafka-health-runbook-url"]
+    (app,) = [d for d in docs if d["kind"] == "SparkApplication"]
+    kustomization = yaml.safe_load((K8S / "kustomization.yaml").read_text())
+    (image,) = kustomization["images"]
+    assert app["spec"]["image"] == f"{image['newName']}:{image['newTag']}"
+    (rule,) = [d for d in docs if d["kind"] == "PrometheusRule"]
+    alerts = [r for g in rule["spec"]["groups"] for r in g["rules"] if "alert" in r]
+    assert all(r["labels"]["namespace"] == "kafka-health" for r in alerts)
+
+
+def test_the_knobs_reach_every_place(tmp_path: Path) -> None:
+    """namespace, image and runbook base, changed in kustomization.yaml only, are what the
+    built manifests carry everywhere: no other copy of them is left hard-coded."""
+    copy = tmp_path / "k8s"
+    shutil.copytree(K8S, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / "alertmanager").symlink_to(DEPLOY / "alertmanager")
+    kustomization = copy / "kustomization.yaml"
+    text = kustomization.read_text()
+    for old, new in (("namespace: kafka-health\n", "namespace: observability\n"),
+                     ("newName: ghcr.io/kafka-health/kafka-health", "newName: registry.example.com/kh"),
+                     ('newTag: "0.1.0"', 'newTag: "9.8.7"'),
+                     ("base=https://github.com/kafka-health/kafka-health/blob/main",
+                      "base=https://git.example.com/ops/kafka-health/-/blob/v9.8.7")):
+        assert old in text, old
+        text = text.replace(old, new)
+    kustomization.write_text(text)
+    docs = k8s_tools.build(copy)
+    built = yaml.safe_dump_all(docs)
+    assert all(d["metadata"]["namespace"] == "observability" for d in docs)
+    (app,) = [d for d in docs if d["kind"] == "SparkApplication"]
+    assert app["spec"]["image"] == "registry.example.com/kh:9.8.7"
+    (rule,) = [d for d in docs if d["kind"] == "PrometheusRule"]
+    alerts = [r for g in rule["spec"]["groups"] for r in g["rules"] if "alert" in r]
+    assert all(r["labels"]["namespace"] == "observability" for r in alerts)
+    urls = [r["annotations"]["runbook_url"] for r in alerts]
+    assert urls and all(u == "https://git.example.com/ops/kafka-health/-/blob/v9.8.7/alerts/runbooks/"
+                        f"{r['alert']}.md" for u, r in zip(urls, alerts, strict=True))
+    assert "github.com/kafka-health" not in built and "ghcr.io" not in built
+    # and each names a runbook that exists
+    runbooks = {p.name for p in (REPO / "alerts" / "runbooks").glob("*.md")}
+    assert {u.rpartition("/")[2] for u in urls} <= runbooks
+
+
+def test_the_bundled_alertmanager_component_replaces_the_alertmanagerconfig(tmp_path: Path) -> None:
+    docs = k8s_tools.build(k8s_tools.copy_with_bundled_alertmanager(tmp_path))
+    kinds = [d["kind"] for d in docs]
+    assert "AlertmanagerConfig" not in kinds and kinds.count("Deployment") == 1
+    assert all(d["metadata"].get("namespace") == "kafka-health" for d in docs)
+    (app,) = [d for d in docs if d["kind"] == "SparkApplication"]
+    env = {e["name"]: e["value"] for e in app["spec"]["driver"]["env"]}
+    service = next(d for d in docs if d["kind"] == "Service" and d["metadata"]["name"] == "alertmanager")
+    assert env["KAFKA_HEALTH__ALERT_PUSH__ALERTMANAGER_URL"] == \
+        f"http://{service['metadata']['name']}:{service['spec']['ports'][0]['port']}"
+    assert env["KAFKA_HEALTH__SPARK__MASTER"] == "null"  # added to, not replaced
 
 
 # --- the SparkApplication ------------------------------------------------------------
@@ -203,6 +257,11 @@ def test_prometheusrule_is_generated_from_alerts() -> None:
         "deploy/k8s/prometheusrule.yaml is stale: run deploy/k8s/generate_prometheusrule.py")
     rule = _one("PrometheusRule")
     source = yaml.safe_load((REPO / "alerts" / "kafka-health.rules.yml").read_text())
+    # The same rules; each alert carries the install namespace besides its own labels.
+    for group in rule["spec"]["groups"]:
+        for r in group["rules"]:
+            if "alert" in r:
+                assert r["labels"].pop("namespace") == "kafka-health", r["alert"]
     assert rule["spec"]["groups"] == source["groups"]
 
 
@@ -212,8 +271,139 @@ def test_configmaps_are_generated_from_sources() -> None:
         assert path.read_text() == text, f"{path.relative_to(REPO)} is stale: run {generator.__file__}"
     assert _configmap_data("alertmanager-config")["alertmanager.yml"] == \
         (REPO / "alerts" / "alertmanager.yml").read_text()
-    dashboards = _configmap_data("grafana-dashboards-kafka-health")
-    assert sorted(dashboards) == sorted(p.name for p in (REPO / "dashboards").glob("*.json"))
+
+
+def test_grafana_gets_dashboards_only_as_sidecar_configmaps() -> None:
+    """kube-prometheus-stack's Grafana sidecar loads ConfigMaps labelled grafana_dashboard=1;
+    its Grafana has its own default datasource, which a second default would fight."""
+    docs = _docs(K8S / "grafana.yaml")
+    shipped = {}
+    for doc in docs:
+        assert doc["kind"] == "ConfigMap"
+        assert doc["metadata"]["labels"]["grafana_dashboard"] == "1"
+        assert "grafana_datasource" not in doc["metadata"]["labels"]
+        ((name, text),) = doc["data"].items()  # one dashboard each: small enough for any apply
+        assert len(text.encode()) < 256 * 1024
+        shipped[name] = text
+    assert shipped == {p.name: p.read_text() for p in (REPO / "dashboards").glob("*.json")}
+    for name, text in shipped.items():
+        dashboard = json.loads(text)
+        assert any(v["name"] == "datasource" and v["type"] == "datasource"
+                   for v in dashboard["templating"]["list"]), name
+    for path in K8S.rglob("*.yaml"):
+        text = path.read_text()
+        assert "isDefault" not in text and "grafana_datasource" not in text, path
+
+
+# --- AlertmanagerConfig: alerts/alertmanager.yml for the operator's Alertmanager -------
+
+_MATCHER = re.compile(r'^\s*(\w+)\s*(=~|!~|!=|=)\s*"(.*)"\s*$')
+# The Route fields of the CRD: its child routes are schemaless there (kubeconform cannot see them).
+_ROUTE_FIELDS = {"receiver", "groupBy", "groupWait", "groupInterval", "repeatInterval", "matchers",
+                 "continue", "routes", "muteTimeIntervals", "activeTimeIntervals"}
+
+
+def _matchers_from_source(texts: list[str]) -> list[tuple[str, str, str]]:
+    return [_MATCHER.match(t).groups() for t in texts]  # type: ignore[union-attr]
+
+
+def _matchers_from_crd(matchers: list[dict[str, str]]) -> list[tuple[str, str, str]]:
+    return [(m["name"], m["matchType"], m["value"]) for m in matchers]
+
+
+def _route_back(route: dict[str, Any]) -> dict[str, Any]:
+    """A CRD route as alertmanager.yml writes it, by an independent mapping."""
+    assert set(route) <= _ROUTE_FIELDS, set(route) - _ROUTE_FIELDS
+    names = {"groupBy": "group_by", "groupWait": "group_wait", "groupInterval": "group_interval",
+             "repeatInterval": "repeat_interval"}
+    out: dict[str, Any] = {}
+    for key, value in route.items():
+        if key == "matchers":
+            out["matchers"] = _matchers_from_crd(value)
+        elif key == "routes":
+            out["routes"] = [_route_back(r) for r in value]
+        else:
+            out[names.get(key, key)] = value
+    return out
+
+
+def _normalized_source_route(route: dict[str, Any]) -> dict[str, Any]:
+    out = dict(route)
+    if "matchers" in out:
+        out["matchers"] = _matchers_from_source(out["matchers"])
+    if "routes" in out:
+        out["routes"] = [_normalized_source_route(r) for r in out["routes"]]
+    return out
+
+
+def test_alertmanagerconfig_is_generated_from_alerts() -> None:
+    generator = _module(K8S / "generate_alertmanagerconfig.py")
+    assert (K8S / "alertmanagerconfig.yaml").read_text() == generator.build(), (
+        "deploy/k8s/alertmanagerconfig.yaml is stale: run deploy/k8s/generate_alertmanagerconfig.py")
+
+
+def test_alertmanagerconfig_routes_inhibits_and_receives_as_alertmanager_yml() -> None:
+    source = yaml.safe_load((REPO / "alerts" / "alertmanager.yml").read_text())
+    config = _one("AlertmanagerConfig")
+    assert config["apiVersion"] == "monitoring.coreos.com/v1alpha1"
+    spec = config["spec"]
+    # An AlertmanagerConfig has no global section; the source keeps Alertmanager's default.
+    assert source["global"] == {"resolve_timeout": "5m"}
+    # The operator forces continue on the top route and refuses matchers on it.
+    assert "continue" not in spec["route"] and "matchers" not in spec["route"]
+    assert _route_back(spec["route"]) == _normalized_source_route(source["route"])
+    assert len(spec["inhibitRules"]) == len(source["inhibit_rules"])
+    for mine, theirs in zip(spec["inhibitRules"], source["inhibit_rules"], strict=True):
+        assert _matchers_from_crd(mine["sourceMatch"]) == _matchers_from_source(theirs["source_matchers"])
+        assert _matchers_from_crd(mine["targetMatch"]) == _matchers_from_source(theirs["target_matchers"])
+        assert mine.get("equal") == theirs.get("equal")
+    # Receivers: the same names and integrations, field for field.
+    mounted = _routing_key_secret_of_the_bundled_alertmanager()
+    assert [r["name"] for r in spec["receivers"]] == [r["name"] for r in source["receivers"]]
+    for mine, theirs in zip(spec["receivers"], source["receivers"], strict=True):
+        pagerduty = mine.get("pagerdutyConfigs", [])
+        for pd, src in zip(pagerduty, theirs.get("pagerduty_configs", []), strict=True):
+            secret, key = pd["routingKey"]["name"], pd["routingKey"]["key"]
+            assert mounted[src["routing_key_file"]] == (secret, key)
+            assert {d["key"]: d["value"] for d in pd["details"]} == src["details"]
+            assert [(link["href"], link["alt"]) for link in pd["pagerDutyLinkConfigs"]] == \
+                [(link["href"], link["text"]) for link in src["links"]]
+            plain = {k: v for k, v in pd.items()
+                     if k not in ("routingKey", "details", "pagerDutyLinkConfigs")}
+            assert plain == {("sendResolved" if k == "send_resolved" else k): v for k, v in src.items()
+                             if k not in ("routing_key_file", "details", "links")}
+        assert [{("sendResolved" if k == "send_resolved" else k): v for k, v in w.items()}
+                for w in theirs.get("webhook_configs", [])] == mine.get("webhookConfigs", [])
+
+
+def _routing_key_secret_of_the_bundled_alertmanager() -> dict[str, tuple[str, str]]:
+    """routing_key_file path -> (Secret, key) as deploy/alertmanager mounts it: the one
+    Secret serves both ways of running Alertmanager."""
+    pod = _one("Deployment", "alertmanager")["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    out = {}
+    for mount in container["volumeMounts"]:
+        secret = volumes[mount["name"]].get("secret")
+        for item in (secret or {}).get("items", []):
+            out[f"{mount['mountPath']}/{item['path']}"] = (secret["secretName"], item["key"])
+    return out
+
+
+def test_alertmanagerconfig_generator_refuses_what_it_cannot_say(tmp_path: Path) -> None:
+    generator = _module(K8S / "generate_alertmanagerconfig.py")
+    source = yaml.safe_load((REPO / "alerts" / "alertmanager.yml").read_text())
+    for change in (lambda c: c["receivers"].append({"name": "x", "slack_configs": [{}]}),
+                   lambda c: c.update(time_intervals=[]),
+                   lambda c: c["global"].update(resolve_timeout="1m"),
+                   lambda c: c["route"]["routes"][0].update(mute_time_intervals=["night"]),
+                   lambda c: c["route"]["routes"][0]["matchers"].append("team=kafka")):
+        changed = json.loads(json.dumps(source))
+        change(changed)
+        (tmp_path / "alerts").mkdir(exist_ok=True)
+        (tmp_path / "alerts" / "alertmanager.yml").write_text(yaml.safe_dump(changed))
+        with pytest.raises(generator.Unsupported):
+            generator.build(tmp_path)
 
 
 def _promtool() -> str:
