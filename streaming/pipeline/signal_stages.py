@@ -37,13 +37,13 @@ from streaming.signals.cluster import cluster_signals
 from streaming.signals.incidents import (
     CLUSTER_EVENT_CONDITIONS,
     POSITIVE_BROKER_CONDITIONS,
-    anchor_incidents,
     incident_conditions,
     incident_runs,
+    reconcile_incidents,
 )
 from streaming.signals.incremental import OpenWindows
 from streaming.signals.spans import Span, touched_spans
-from streaming.sinks.base import DeltaSink, Scope
+from streaming.sinks.base import DeltaSink
 from streaming.sinks.predicates import any_of, field
 
 LOG = logging.getLogger("kafka_health.signals")
@@ -313,16 +313,15 @@ class SignalStages:
                                   cfg.isr_churn_match_seconds))
         computed = incident_runs(incident_conditions(broker_rows, cluster_rows, cfg))
         # Every stored incident the recomputation can touch: open, or resolved inside the
-        # horizon. Those started before it are anchored; all of them keep their cause.
+        # horizon. Each continues in its run, or stays closed (withdrawn): no incident
+        # anyone was shown is deleted. All of them keep their cause.
         stored = self.tables["incidents"].read(
             field("resolved_at").is_null()
             | (field("resolved_at") >= pa.scalar(horizon, TS)), of_clusters)
-        earlier = stored.filter(pc.less(stored["started_at"], pa.scalar(horizon, TS)))
-        incidents = with_causes(anchor_incidents(computed, earlier, horizon),
+        incidents = with_causes(reconcile_incidents(computed, stored, horizon),
                                 stored_causes(stored),
                                 self.cause_of if self.causes is not None else None)
-        self.tables["incidents"].upsert(incidents, batch_id, owned=Scope(
-            field("started_at") >= pa.scalar(horizon, TS), of_clusters))
+        self.tables["incidents"].upsert(incidents, batch_id)
         if self.config.alert_push.urls():
             push_incidents(self.config.alert_push, incidents.to_pylist(), self.may_page)
 

@@ -83,6 +83,8 @@ def read_status(delta_root: str | Path, cluster: str | None = None,
         status.open_incidents = [
             {"cluster": r.cluster, "kind": r.kind, "broker": r.broker,
              "since": _iso(r.started_at), "peak": _number(r.peak_value),
+             "opened_by": getattr(r, "opened_by", None)
+             if isinstance(getattr(r, "opened_by", None), str) else None,
              "cause": r.cause if isinstance(r.cause, str) else None}
             for r in frame.itertuples()]
     elif incidents.status in ("missing", "error"):
@@ -202,7 +204,8 @@ def format_status(status: Status, stale_after_seconds: float) -> str:
         out.append(text_table(
             ["cluster", "kind", "broker", "since", "peak", "cause"],
             [[shown(i["cluster"]), i["kind"], shown(i["broker"]), _when(i["since"]),
-              _count(i["peak"]), shown(i["cause"])] for i in status.open_incidents],
+              _peak(i["peak"], i.get("opened_by")), shown(i["cause"])]
+             for i in status.open_incidents],
             left={"cluster", "kind", "broker", "since", "cause"}))
     out += ["", f"Stale brokers (silent over {stale_after_seconds:g}s while their cluster "
             f"reported): {_heading(status.stale_brokers)}"]
@@ -231,6 +234,15 @@ def format_status(status: Status, stale_after_seconds: float) -> str:
 
 def _when(iso: str | None) -> str:
     return fmt_ts(pd.Timestamp(iso)) if iso else "-"
+
+
+def _peak(value: float | None, opened_by: str | None) -> str:
+    """An incident's peak in the measure that opened it, named: a fraction keeps its
+    digits (an idle fraction of 0.05 is not "0")."""
+    if value is None:
+        return "-"
+    number = _count(value) if value == value and float(value).is_integer() else f"{value:.3g}"
+    return f"{number} {opened_by}" if opened_by else number
 
 
 def _count(value: float | None) -> str:

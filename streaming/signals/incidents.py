@@ -3,8 +3,16 @@
 Recomputed from the signal rows of a bounded horizon every batch, like the signals
 themselves, so late data and replays converge instead of opening duplicates. An
 incident's id is a hash of (cluster, broker, kind, started_at): stable across
-recomputations, and the job anchors runs that reach back to the horizon's start to the
-incident already stored, so a long incident keeps its id and start.
+recomputations, and the job reconciles the runs with the incidents already stored
+(`reconcile_incidents`): a run that continues or overlaps a stored incident keeps its id
+and start, and a stored incident that the recomputation no longer bears out is closed and
+marked withdrawn, never deleted: it may have been shown (status, /metrics, a page).
+
+What a shorter episode leaves: an incident needs a window in which its condition held
+(a stale broker: a window by whose end it had sent nothing for stale_after seconds of
+event time). The exporter's live gauges (kafka_health_broker_stale, the under-min-ISR
+gauge, ...) follow each batch and the wall clock, so a silence or a spike shorter than
+that shows on /metrics, in Prometheus's history and in ALERTS, and leaves no row here.
 
 Arrow on the driver, like broker_signals and cluster_signals: the horizon is a few
 thousand signal rows, already on the driver, and as Spark queries (two window functions,
@@ -24,6 +32,7 @@ no incident lives for one batch and no push is taken back by the next.
 from __future__ import annotations
 
 import hashlib
+import math
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -63,7 +72,11 @@ CONDITIONS_SCHEMA = pa.schema([
     pa.field("cluster", pa.string()), pa.field("broker", pa.string()),
     pa.field("kind", pa.string()), pa.field("window_start", TS), pa.field("window_end", TS),
     pa.field("active", pa.bool_()), pa.field("value", pa.float64()),
+    pa.field("measure", pa.string()),
 ])
+# Measures whose worst value is the lowest (an incident's peak is their minimum).
+LOWER_IS_WORSE = frozenset({"request_handler_idle_min"})
+STALE_MEASURE = "stale_seconds"
 STALE_SCHEMA = pa.schema([
     pa.field("cluster", pa.string()), pa.field("broker", pa.string()),
     pa.field("window_start", TS), pa.field("window_end", TS),
@@ -78,12 +91,15 @@ def _above(values: pa.ChunkedArray | pa.Array, threshold: float) -> pa.ChunkedAr
 
 
 def _condition(rows: pa.Table, broker: pa.ChunkedArray | str, kind: str,
-               active: pa.ChunkedArray, value: pa.ChunkedArray, undecided: bool = False
-               ) -> pa.Table:
-    """Condition rows of one kind. With `undecided`, a null `active` stays null (the window
-    holds the state before it, see incident_runs) and its value is not a peak; otherwise
-    an unknown condition is not active."""
+               active: pa.ChunkedArray, value: pa.ChunkedArray, measure: pa.ChunkedArray | str,
+               undecided: bool = False) -> pa.Table:
+    """Condition rows of one kind; `measure` names what `value` is (the column it comes
+    from). With `undecided`, a null `active` stays null (the window holds the state before
+    it, see incident_runs) and its value is not a peak; otherwise an unknown condition is
+    not active."""
     n = rows.num_rows
+    if isinstance(measure, str):
+        measure = pa.array([measure] * n, pa.string())
     brokers = pa.array([broker] * n, pa.string()) if isinstance(broker, str) else broker
     value = pc.cast(value, pa.float64())
     if undecided:
@@ -92,6 +108,7 @@ def _condition(rows: pa.Table, broker: pa.ChunkedArray | str, kind: str,
         "cluster": rows["cluster"], "broker": brokers, "kind": pa.array([kind] * n, pa.string()),
         "window_start": rows["window_start"], "window_end": rows["window_end"],
         "active": active if undecided else pc.fill_null(active, False), "value": value,
+        "measure": measure,
     }).cast(CONDITIONS_SCHEMA)
 
 
@@ -101,7 +118,7 @@ def _cluster_event(broker_rows: pa.Table, kind: str, column: str) -> pa.Table:
         [("window_end", "max"), (column, "max")]).rename_columns(
         ["cluster", "window_start", "window_end", column])
     return _condition(per_window, CLUSTER_WIDE, kind, _above(per_window[column], 0),
-                      per_window[column])
+                      per_window[column], column)
 
 
 def _micros(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
@@ -195,26 +212,32 @@ def incident_conditions(broker_rows: pa.Table, cluster_rows: pa.Table,
     stale_after = config.stale_after_intervals * config.scrape_interval_seconds
     stale = stale_rows(broker_rows, stale_after, config.watermark_seconds)
     broker = broker_rows["broker"]
-    saturated = pc.or_kleene(
-        _above(broker_rows["request_queue_utilization_max"], config.saturation_queue_ratio),
-        pc.less(pc.cast(broker_rows["request_handler_idle_min"], pa.float64()),
-                config.saturation_idle_ratio))
+    queue_column, idle_column = "request_queue_utilization_max", "request_handler_idle_min"
+    queue_high = _above(broker_rows[queue_column], config.saturation_queue_ratio)
+    idle = pc.cast(broker_rows[idle_column], pa.float64())
+    idle_low = pc.less(idle, config.saturation_idle_ratio)
+    saturated = pc.or_kleene(queue_high, idle_low)
+    # What made the window saturated: the handlers' idle fraction when it is low (the
+    # queue may read 0.0 while every handler is busy), else the queue ratio.
+    by_idle = pc.fill_null(idle_low, False)
     parts = [
         *[_condition(broker_rows, broker, kind, _above(broker_rows[column], 0),
-                     broker_rows[column])
+                     broker_rows[column], column)
           for kind, column in POSITIVE_BROKER_CONDITIONS.items()],
         *[_cluster_event(broker_rows, kind, column)
           for kind, column in CLUSTER_EVENT_CONDITIONS.items()],
         _condition(broker_rows, broker, "saturation", saturated,
-                   broker_rows["request_queue_utilization_max"]),
+                   pc.if_else(by_idle, idle,
+                              pc.cast(broker_rows[queue_column], pa.float64())),
+                   pc.if_else(by_idle, pa.scalar(idle_column), pa.scalar(queue_column))),
         _condition(cluster_rows, CLUSTER_WIDE, "offline_partitions",
                    _above(cluster_rows["offline_partitions_max"], 0),
-                   cluster_rows["offline_partitions_max"]),
+                   cluster_rows["offline_partitions_max"], "offline_partitions_max"),
         _condition(cluster_rows, CLUSTER_WIDE, "controller",
                    pc.not_equal(pc.cast(cluster_rows["active_controllers"], pa.float64()), 1.0),
-                   cluster_rows["active_controllers"], undecided=True),
+                   cluster_rows["active_controllers"], "active_controllers", undecided=True),
         _condition(stale, stale["broker"], "stale_broker", stale["stale"], stale["age"],
-                   undecided=True),
+                   STALE_MEASURE, undecided=True),
     ]
     return pa.concat_tables(parts)
 
@@ -227,6 +250,23 @@ def _peaks(values: pa.ChunkedArray, starts: np.ndarray) -> pa.Array:
     peak = np.maximum.reduceat(np.where(nan, -np.inf, raw), starts)
     peak = np.where(np.logical_or.reduceat(nan, starts), np.nan, peak)
     return pa.array(peak, pa.float64(), mask=~np.logical_or.reduceat(valid, starts))
+
+
+def _measured_peaks(picked: pa.Table, begins: np.ndarray) -> tuple[pa.Array, np.ndarray]:
+    """Per run (rows sorted by run, each run starting at `begins`): the measure of its
+    first window (what opened it) and its worst value in that measure: the max, or the min
+    for LOWER_IS_WORSE measures. Windows of the run in another measure are left out."""
+    measures = np.array(picked["measure"].to_pylist(), dtype=object)
+    lengths = np.diff(np.append(begins, len(measures)))
+    run_of_row = np.repeat(np.arange(len(begins)), lengths)
+    opened_by = measures[begins]
+    sign = np.where([m in LOWER_IS_WORSE for m in opened_by], -1.0, 1.0)
+    values = pc.cast(picked["value"], pa.float64())
+    raw = pc.fill_null(values, 0.0).to_numpy(zero_copy_only=False) * sign[run_of_row]
+    counted = (pc.is_valid(values).to_numpy(zero_copy_only=False)
+               & (measures == opened_by[run_of_row]))
+    worst = _peaks(pa.array(raw, pa.float64(), mask=~counted), begins)
+    return pc.multiply(worst, pa.array(sign)), opened_by
 
 
 def _incident_id(cluster: str | None, broker: str | None, kind: str | None,
@@ -295,6 +335,7 @@ def incident_runs(conditions: pa.Table) -> pa.Table:
     directly = has_next & known_end & (following == last_end) & ~next_active[last]
     after_gap = has_next & known_end & (following != last_end)
     resolved = np.where(directly, following, last_end)
+    peaks, opened_by = _measured_peaks(rows.take(pa.array(picked)), begins)
     keys = rows.select(list(SERIES)).take(pa.array(first))
     ids = [_incident_id(c, b, k, s) for c, b, k, s in zip(
         keys["cluster"].to_pylist(), keys["broker"].to_pylist(), keys["kind"].to_pylist(),
@@ -305,38 +346,84 @@ def incident_runs(conditions: pa.Table) -> pa.Table:
         "cluster": keys["cluster"], "broker": keys["broker"], "kind": keys["kind"],
         "started_at": pa.array(started_at, pa.int64()).cast(TS),
         "resolved_at": pa.array(resolved, pa.int64(), mask=~(directly | after_gap)).cast(TS),
-        "peak_value": _peaks(rows["value"].take(pa.array(picked)), begins),
+        "peak_value": peaks,
+        "opened_by": pa.array(opened_by.tolist(), pa.string()),
         "updated_at": pa.array([now] * len(ids), TS),
         # Filled by the pipeline from the Admin API (streaming.pipeline.incident_causes):
         # the metrics alone cannot say which brokers are behind a run.
         "cause": pa.nulls(len(ids), pa.string()),
+        "withdrawn_at": pa.nulls(len(ids), TS),
     })
     return table.sort_by([("cluster", "ascending"), ("broker", "ascending"),
-                          ("kind", "ascending"), ("started_at", "ascending")]).cast(schema)
+                          ("kind", "ascending"), ("started_at", "ascending")]
+                         ).select(schema.names).cast(schema)
 
 
-def anchor_incidents(computed: pa.Table, earlier: pa.Table, horizon: datetime) -> pa.Table:
-    """Runs that continue an incident started before the horizon keep its id and start.
+def reconcile_incidents(computed: pa.Table, stored: pa.Table, horizon: datetime,
+                        now: datetime | None = None) -> pa.Table:
+    """The incident rows to write: the recomputed runs, reconciled with what the table
+    already holds (`stored`: open, or resolved inside the horizon), so that an incident
+    anyone was shown (status, /metrics, the direct push, a page) is never lost.
 
-    `earlier` holds incidents that started before the horizon and were open (or resolved
-    inside it) when last written. The first recomputed run of the same series continues
-    it when it starts before that resolution; an open one with no continuing run is closed
-    at the horizon, the earliest time the recomputation can vouch for.
+    - A stored incident that started before the horizon continues in the first
+      recomputed run of its series that starts before its resolution; an open one with no
+      continuing run is closed at the horizon, the earliest time the recomputation can
+      vouch for.
+    - A stored incident inside the horizon continues in the first recomputed run of its
+      series that overlaps it (late samples may move a run's start by a window): the run
+      keeps its id; its start and peak are the recomputed ones (the data's word).
+    - A stored incident inside the horizon that no recomputed run overlaps any more (late
+      or corrected samples show that its windows did not meet the condition) stays, closed
+      (an open one at its own start: its windows no longer hold), with `withdrawn_at` the
+      time the recomputation found out. It is written once: rows the result leaves out
+      are left as they are in the table, never deleted.
     """
-    if earlier.num_rows == 0:
+    now = now or datetime.now(UTC)
+    if stored.num_rows == 0:
         return computed
     rows = computed.to_pylist()
-    first_run: dict[tuple[str, str, str], dict[str, Any]] = {}
+    by_series: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
     for row in sorted(rows, key=lambda r: r["started_at"]):
-        first_run.setdefault((row["cluster"], row["broker"], row["kind"]), row)
-    for previous in earlier.to_pylist():
+        by_series.setdefault((row["cluster"], row["broker"], row["kind"]), []).append(row)
+    claimed: set[int] = set()
+    for previous in sorted(stored.to_pylist(), key=lambda r: r["started_at"]):
         key = (previous["cluster"], previous["broker"], previous["kind"])
-        run = first_run.get(key)
         resolved = previous["resolved_at"]
-        if run is not None and (resolved is None or run["started_at"] <= resolved):
+        before_horizon = previous["started_at"] < horizon
+        run = next((r for r in by_series.get(key, []) if id(r) not in claimed and (
+            (r["started_at"] <= resolved if resolved is not None else True)
+            if before_horizon else _overlaps(r, previous))), None)
+        if run is not None:
+            claimed.add(id(run))
             run["incident_id"] = previous["incident_id"]
-            run["started_at"] = previous["started_at"]
-            run["peak_value"] = max(run["peak_value"] or 0.0, previous["peak_value"] or 0.0)
-        elif resolved is None:
-            rows.append({**previous, "resolved_at": horizon})
+            if before_horizon:  # its windows before the horizon are not recomputed
+                run["started_at"] = previous["started_at"]
+                if previous.get("opened_by") not in (None, run["opened_by"]):
+                    run["opened_by"], run["peak_value"] = previous["opened_by"], None
+                run["peak_value"] = _worse(run["peak_value"], previous["peak_value"],
+                                           run["opened_by"])
+        elif before_horizon:
+            if resolved is None:
+                rows.append({**previous, "resolved_at": horizon, "updated_at": now})
+        elif previous.get("withdrawn_at") is None:
+            rows.append({**previous, "resolved_at": resolved or previous["started_at"],
+                         "withdrawn_at": now, "updated_at": now})
     return pa.Table.from_pylist(rows, schema=computed.schema)
+
+
+def _overlaps(run: dict[str, Any], incident: dict[str, Any]) -> bool:
+    """Whether two incidents of one series share time (an open one lasts until now)."""
+    def end(row: dict[str, Any]) -> datetime:
+        return row["resolved_at"] or datetime.max.replace(tzinfo=UTC)
+    return run["started_at"] < end(incident) and incident["started_at"] < end(run)
+
+
+def _worse(a: float | None, b: float | None, measure: str | None) -> float | None:
+    """The worse of two peaks of `measure` (the lower for LOWER_IS_WORSE measures), NaN
+    worse than every number as in _peaks, None only when both are."""
+    known = [v for v in (a, b) if v is not None]
+    if not known:
+        return None
+    if any(math.isnan(v) for v in known):
+        return math.nan
+    return min(known) if measure in LOWER_IS_WORSE else max(known)

@@ -30,15 +30,6 @@ PartitionFilters = list[tuple[str, str, str]]  # (column, "=", value), as delta-
 
 
 @dataclass(frozen=True)
-class Scope:
-    """Target rows a reconciling upsert owns: `pushdown` prunes files (timestamps, partition
-    columns), `where` filters the rest (strings; see DeltaRsTable.read)."""
-
-    pushdown: Filter | None = None
-    where: Filter | None = None
-
-
-@dataclass(frozen=True)
 class KeyRange:
     """The source's [low, high] of one ordered key (an int or an aware datetime)."""
 
@@ -210,25 +201,19 @@ class DeltaSink(ABC):
         self._add_files(files, batch_id)
         return True
 
-    def upsert(self, data: pa.Table, batch_id: int, owned: Scope | None = None) -> bool:
+    def upsert(self, data: pa.Table, batch_id: int) -> bool:
         """MERGE by the table's keys: late data corrects a row instead of duplicating it.
         Returns whether it committed (False: a replayed batch, or nothing to write).
 
-        With `owned`, target rows inside that scope whose keys `data` no longer has are
-        deleted in the same commit: for derived tables (incidents) whose rows disappear when
-        late data corrects the windows they came from; rows outside the scope are never
-        touched. The doomed keys are found by reading the scope and travel to the MERGE as
-        source rows flagged DROP_COLUMN, so no data value is ever spelled into a MERGE's
-        condition (cluster names hold quotes, backslashes, newlines).
+        Nothing is deleted: a row the data no longer has stays (incidents that later
+        samples withdraw are written as such: signals.incidents.reconcile_incidents).
         """
         if self.committed(batch_id):
             return False
         data = self.conform(data)
         source = data.append_column(DROP_COLUMN, pa.repeat(False, data.num_rows))
-        if owned is not None:
-            source = pa.concat_tables([source, self._tombstones(data, owned)])
         if source.num_rows == 0:
-            # Nothing to insert, update or delete: no commit. (A healthy fleet's incidents
+            # Nothing to insert or update: no commit. (A healthy fleet's incidents
             # are empty batch after batch; a version each would be a MERGE's planning and a
             # log entry for nothing. A replay of the batch finds nothing to write again.)
             return False
@@ -242,12 +227,3 @@ class DeltaSink(ABC):
             return False
         self._delete_keys(keys, batch_id)
         return True
-
-    def _tombstones(self, data: pa.Table, owned: Scope) -> pa.Table:
-        """Source rows (keys only, flagged) for the target rows in `owned` that `data` lacks."""
-        inside = self.read(owned.pushdown, owned.where, columns=self.keys)
-        gone = inside.join(data.select(self.keys), self.keys, join_type="left anti")
-        columns = {f.name: (gone[f.name] if f.name in self.keys
-                            else pa.nulls(gone.num_rows, f.type)) for f in self.schema}
-        columns[DROP_COLUMN] = pa.repeat(True, gone.num_rows)
-        return pa.table(columns, schema=self.schema.append(pa.field(DROP_COLUMN, pa.bool_())))

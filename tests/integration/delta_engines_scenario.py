@@ -28,7 +28,7 @@ from streaming.pipeline.tables import add_missing_columns
 from streaming.retention import predicate
 from streaming.runtime.spark_session import build_spark
 from streaming.schemas import arrow_schema
-from streaming.sinks.base import DeltaSink, Scope
+from streaming.sinks.base import DeltaSink
 from streaming.sinks.engines import open_table
 from streaming.sinks.predicates import field
 
@@ -109,13 +109,10 @@ def scenario(engine: str, open_: Opener) -> dict[str, Any]:
     ).sort_by("window_start").to_pylist()
 
     found = open_("incidents", "app")
-    horizon = pa.scalar(AT + timedelta(minutes=10), TS)
     facts["incidents"] = [
         found.upsert(incidents([(AWKWARD, 5), (AWKWARD, 11), ("c2", 12), ("c3", 13)]), 0),
-        # c'1/11 and c2/12 are in the scope and gone from the data: deleted; c'1/5 (before
-        # the horizon) and c3/13 (another cluster) are outside it: kept.
-        found.upsert(incidents([(AWKWARD, 14)]), 1, owned=Scope(
-            field("started_at") >= horizon, field("cluster").isin([AWKWARD, "c2"])))]
+        # rows the second upsert lacks are kept: an upsert never deletes
+        found.upsert(incidents([(AWKWARD, 14)]), 1)]
 
     rejects = open_("quarantine", "app")
     facts["quarantine"] = rejects.append(rows("quarantine", [{

@@ -41,6 +41,7 @@ COMPARED_TABLES = ("bronze", "quarantine", "broker_signals", "cluster_signals", 
 # Checkpoint app ids live only in the Delta log's transactions, never in a column, so
 # they need no exclusion; everything else is a function of the input and must match.
 VOLATILE = {"ingest_ts", "updated_at"}
+WALL_CLOCK_STAMPS = {"withdrawn_at"}
 
 
 Options = dict[str, str] | None  # delta-rs storage options of a remote root
@@ -67,6 +68,8 @@ def comparable(root: str | Path, name: str, storage_options: Options = None) -> 
     if frame.empty:
         return frame
     frame = frame.drop(columns=[c for c in frame.columns if c in VOLATILE])
+    for column in WALL_CLOCK_STAMPS & set(frame.columns):  # when varies, whether does not
+        frame[column] = frame[column].notna()
     for column in frame.columns:
         if frame[column].map(lambda v: isinstance(v, list | dict)).any():
             frame[column] = frame[column].map(lambda v: repr(sorted(dict(v).items())))

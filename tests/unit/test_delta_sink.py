@@ -63,19 +63,15 @@ def test_merge_reads_only_the_files_its_key_range_can_match(tmp_path):
 
 def test_an_upsert_with_nothing_to_write_commits_no_version(tmp_path):
     """A healthy fleet's incidents are empty batch after batch: no MERGE and no log entry
-    for them; rows to write, or stored rows the scope no longer has, still commit."""
-    from streaming.sinks.base import Scope
-
+    for them; and an upsert never deletes a stored row its data lacks."""
     table = DeltaRsTable(str(tmp_path), "broker_signals", "app")
     at = datetime(2026, 1, 1, tzinfo=UTC)
     assert table.upsert(rows(table, ["a"], at, 1), batch_id=0)
     version = table.version()
-    scope = Scope(ds.field("window_start") >= pa.scalar(at + timedelta(hours=1), TS))
-    assert not table.upsert(rows(table, [], at, 1), batch_id=1, owned=scope)
+    assert not table.upsert(rows(table, [], at, 1), batch_id=1)
     assert table.version() == version and not table.committed(1)
-    everything = Scope(ds.field("window_start") >= pa.scalar(at, TS))
-    assert table.upsert(rows(table, [], at, 1), batch_id=2, owned=everything)
-    assert table.version() == version + 1 and table.read().num_rows == 0
+    assert table.upsert(rows(table, ["b"], at, 1), batch_id=2)
+    assert sorted(table.read(columns=["cluster"])["cluster"].to_pylist()) == ["a", "b"]
 
 
 def test_log_retention_keeps_the_log_short_and_the_batches_transactions(tmp_path):

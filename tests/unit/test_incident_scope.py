@@ -1,8 +1,9 @@
 """Reconciling incidents on real Delta tables with cluster names that quoting would break.
 
 Cluster names come from record keys and labels, so any text can reach the incidents MERGE:
-quotes of both kinds, backslashes, newlines, NULs. The reconciliation must delete exactly
-the vanished incidents of the batch's clusters and leave every other cluster's alone.
+quotes of both kinds, backslashes, newlines, NULs. The reconciliation must close (withdraw,
+never delete) exactly the vanished incidents of the batch's clusters and leave every other
+cluster's alone.
 """
 
 from __future__ import annotations
@@ -43,8 +44,13 @@ def under_min_isr(proc: BatchProcessor, cluster: str, value: float) -> None:
 
 
 def open_incidents(proc: BatchProcessor, cluster: str) -> list[str]:
-    rows = proc.tables["incidents"].read(columns=["cluster", "kind"]).to_pylist()
-    return [r["kind"] for r in rows if r["cluster"] == cluster]
+    rows = proc.tables["incidents"].read(columns=["cluster", "kind", "resolved_at"]).to_pylist()
+    return [r["kind"] for r in rows if r["cluster"] == cluster and r["resolved_at"] is None]
+
+
+def withdrawn_incidents(proc: BatchProcessor, cluster: str) -> list[str]:
+    rows = proc.tables["incidents"].read(columns=["cluster", "kind", "withdrawn_at"]).to_pylist()
+    return [r["kind"] for r in rows if r["cluster"] == cluster and r["withdrawn_at"] is not None]
 
 
 def reconcile(proc: BatchProcessor, clusters: list[str]) -> None:
@@ -52,7 +58,8 @@ def reconcile(proc: BatchProcessor, clusters: list[str]) -> None:
 
 
 def check_one_name(proc: BatchProcessor, name: str) -> None:
-    """An incident of `name` opens, then vanishes on correction; a bystander's stays."""
+    """An incident of `name` opens, then is withdrawn (kept, closed) on correction; a
+    bystander's stays open."""
     bystander = f"bystander-{len(name)}"
     for cluster in (name, bystander):
         under_min_isr(proc, cluster, 3.0)
@@ -62,6 +69,7 @@ def check_one_name(proc: BatchProcessor, name: str) -> None:
     under_min_isr(proc, name, 0.0)  # late data: the window was healthy after all
     reconcile(proc, [name])
     assert open_incidents(proc, name) == []
+    assert withdrawn_incidents(proc, name) == ["under_min_isr"], "shown, so kept"
     assert open_incidents(proc, bystander) == ["under_min_isr"], "another cluster was touched"
     under_min_isr(proc, bystander, 0.0)  # leave the bystander's name clean for the next one
     reconcile(proc, [bystander])

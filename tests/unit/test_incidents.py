@@ -5,7 +5,12 @@ import pyarrow as pa
 
 from streaming.config import SignalsConfig
 from streaming.schemas import arrow_schema
-from streaming.signals.incidents import incident_conditions, incident_runs, stale_rows
+from streaming.signals.incidents import (
+    incident_conditions,
+    incident_runs,
+    reconcile_incidents,
+    stale_rows,
+)
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 CONFIG = SignalsConfig()  # stale after 3 x 15 s, saturation above 0.8 queue or below 0.2 idle
@@ -137,3 +142,75 @@ def test_a_silent_broker_is_not_stale_in_a_window_other_data_may_still_arrive_fo
     # window 1 is settled by 00:04:45 (>= 00:02:00 + 120 s), windows 2-4 not yet: they hold
     # the incident open, and only settled windows give its peak (window 1's age)
     assert runs(incidents(later), "stale_broker") == [(w(1), None, 60.0)]
+
+
+def test_one_unclean_election_counted_by_every_controller_is_one_cluster_incident():
+    """Every KRaft controller counts the election it applies, some a window later: one
+    incident for the cluster (broker "*"), its peak the highest count of a window."""
+    rows = [*broker_rows({0: 0, 1: 2, 2: 0, 3: 0}, "1", column="unclean_elections_increase"),
+            *broker_rows({0: 0, 1: 2, 2: 0, 3: 0}, "2", column="unclean_elections_increase"),
+            *broker_rows({0: 0, 1: 0, 2: 2, 3: 0}, "3", column="unclean_elections_increase")]
+    got = [(r["broker"], r["started_at"], r["resolved_at"], r["peak_value"])
+           for r in incidents(rows) if r["kind"] == "unclean_election"]
+    assert got == [("*", w(1), w(3), 2.0)]
+
+
+def test_saturation_names_and_peaks_the_measure_that_opened_it():
+    """Handlers busy while the queue reads 0.0: the incident is opened by the idle fraction
+    and its peak is the lowest idle fraction, not the queue ratio."""
+    rows = [{**row, "request_handler_idle_min": idle}
+            for row, idle in zip(broker_rows({0: 0.0, 1: 0.0, 2: 0.9, 3: 0.0},
+                                             column="request_queue_utilization_max"),
+                                 (0.7, 0.19, 0.05, 0.8), strict=True)]
+    [got] = [r for r in incidents(rows) if r["kind"] == "saturation"]
+    assert (got["opened_by"], got["peak_value"]) == ("request_handler_idle_min", 0.05)
+    assert (got["started_at"], got["resolved_at"]) == (w(1), w(3))
+    [queue] = [r for r in incidents(broker_rows({0: 0.9, 1: 0.95},
+                                                column="request_queue_utilization_max"))
+               if r["kind"] == "saturation"]
+    assert (queue["opened_by"], queue["peak_value"]) == ("request_queue_utilization_max", 0.95)
+
+
+def stored(rows: list[dict], **changes) -> pa.Table:  # noqa: ANN003
+    return pa.Table.from_pylist([{**r, **changes} for r in rows], schema=arrow_schema("incidents"))
+
+
+def test_an_incident_the_recomputation_no_longer_bears_out_is_withdrawn_not_deleted():
+    shown = incident_runs(incident_conditions(
+        table(broker_rows({0: 0, 1: 3, 2: 3})), table([], "cluster_signals"), CONFIG))
+    [open_one] = shown.to_pylist()
+    # late samples: the windows were healthy after all
+    computed = incident_runs(incident_conditions(
+        table(broker_rows({0: 0, 1: 0, 2: 0})), table([], "cluster_signals"), CONFIG))
+    found_at = w(10)
+    [kept] = reconcile_incidents(computed, shown, horizon=w(0), now=found_at).to_pylist()
+    assert kept["incident_id"] == open_one["incident_id"]
+    assert (kept["started_at"], kept["resolved_at"], kept["withdrawn_at"]) == (
+        w(1), w(1), found_at)
+    # written once: once withdrawn, the next recomputation leaves the row as it is
+    assert reconcile_incidents(computed, stored([kept]), horizon=w(0)).num_rows == 0
+
+
+def test_a_recomputed_run_that_moved_keeps_the_id_it_was_shown_with():
+    shown = incident_runs(incident_conditions(
+        table(broker_rows({0: 0, 1: 3, 2: 3})), table([], "cluster_signals"), CONFIG))
+    computed = incident_runs(incident_conditions(  # its first window corrected to healthy
+        table(broker_rows({0: 0, 1: 0, 2: 4})), table([], "cluster_signals"), CONFIG))
+    [got] = reconcile_incidents(computed, shown, horizon=w(0)).to_pylist()
+    assert got["incident_id"] == shown["incident_id"][0].as_py()
+    assert (got["started_at"], got["resolved_at"], got["peak_value"], got["withdrawn_at"]) == (
+        w(2), None, 4.0, None)
+
+
+def test_an_incident_older_than_the_horizon_is_continued_or_closed_at_it():
+    shown = incident_runs(incident_conditions(
+        table(broker_rows({0: 5, 1: 3})), table([], "cluster_signals"), CONFIG))
+    continued = incident_runs(incident_conditions(
+        table(broker_rows({2: 2, 3: 1})), table([], "cluster_signals"), CONFIG))
+    [got] = reconcile_incidents(continued, shown, horizon=w(2)).to_pylist()
+    assert (got["incident_id"], got["started_at"], got["peak_value"]) == (
+        shown["incident_id"][0].as_py(), w(0), 5.0)
+    [closed] = reconcile_incidents(incident_runs(incident_conditions(
+        table(broker_rows({2: 0})), table([], "cluster_signals"), CONFIG)), shown,
+        horizon=w(2)).to_pylist()
+    assert (closed["resolved_at"], closed["withdrawn_at"]) == (w(2), None)
