@@ -1,7 +1,8 @@
 """The image gets its JVM artifacts the way a machine does: deploy/jvm/resolve.sh (Maven,
-with dependencies, pinned in deploy/jvm/pom.xml), the Spark components linked into
-$SPARK_HOME/jars. No Docker engine here: the Dockerfile is checked by parsing, its build
-context against the .dockerignore, and its link step by running it on a fake layout."""
+with dependencies, pinned in deploy/jvm/pom.xml), in build stages; the runtime takes the
+Spark components' folders and links them into $SPARK_HOME/jars, and has neither Maven nor
+the test bed's Kafka. No Docker engine here: the Dockerfile is checked by parsing, its
+build context against the .dockerignore, and its link step by running it on a fake layout."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 DOCKERFILE = REPO / "deploy" / "docker" / "Dockerfile"
@@ -35,6 +37,28 @@ def instructions() -> list[tuple[str, str]]:
             keyword, _, args = pending.strip().partition(" ")
             out.append((keyword.upper(), args.strip()))
         pending = ""
+    return out
+
+
+def stages() -> list[tuple[str, str, list[tuple[str, str]]]]:
+    """(name, base, instructions) per FROM, in order; an unnamed stage's name is ""."""
+    out: list[tuple[str, str, list[tuple[str, str]]]] = []
+    for keyword, args in instructions():
+        if keyword == "FROM":
+            words = args.split()
+            name = words[2] if len(words) == 3 and words[1].upper() == "AS" else ""
+            out.append((name, words[0], []))
+        elif out:
+            out[-1][2].append((keyword, args))
+    return out
+
+
+def chain(name: str) -> list[tuple[str, str, list[tuple[str, str]]]]:
+    """The stage and every stage it is built on, the stage first."""
+    by_name = {n: stage for stage in stages() for n in [stage[0]] if n}
+    out = [by_name[name]]
+    while out[-1][1] in by_name:
+        out.append(by_name[out[-1][1]])
     return out
 
 
@@ -66,7 +90,7 @@ def sent_in_context(path: str) -> bool:
 def test_every_copied_path_is_in_the_build_context() -> None:
     copied = []
     for keyword, args in instructions():
-        if keyword == "COPY":
+        if keyword == "COPY" and "--from=" not in args:  # --from copies from another stage
             words = [w for w in shlex.split(args) if not w.startswith("--")]
             copied += words[:-1]
     assert "deploy/jvm" in copied
@@ -91,9 +115,43 @@ def test_named_components_are_modules_of_the_pom() -> None:
     modules = {m.text for m in root.findall("m:modules/m:module", ns)}
     spark = arg_default("SPARK_COMPONENTS").split()
     assert spark == ["spark-kafka", "hadoop-aws"]
-    resolve = next(a for k, a in instructions() if k == "RUN" and "resolve.sh" in a)
-    broker = re.search(r'components="(kafka [^$"]+) \$components"', resolve).group(1).split()
+    (_, _, steps), *_ = chain("testbed-jars")
+    resolve = next(a for k, a in steps if k == "RUN" and "resolve.sh" in a)
+    broker = re.search(r'components="([^"]+)"', resolve).group(1).split()
+    assert broker == ["kafka", "jolokia", "jmx-exporter"]
     assert set(spark + broker + ["delta"]) <= modules
+
+
+def test_the_runtime_has_no_maven_and_no_broker() -> None:
+    """The default target is the runtime: JRE, Python, the package and the Spark components'
+    jars. Maven and the test bed's Kafka stay in the build stages (and the testbed target)."""
+    all_stages = stages()
+    final_name, final_base, final_steps = all_stages[-1]
+    assert final_base == "runtime" and not final_steps, "the default target must be the runtime"
+    runtime = chain("runtime")
+    assert [name for name, _, _ in runtime] == ["runtime", "jre"]
+    steps = [step for _, _, s in runtime for step in s]
+    text = "\n".join(args for _, args in steps)
+    assert "maven" not in text and "resolve.sh" not in text and "deploy/jvm" not in text
+    assert "default-jre-headless" in text
+    sources = {re.search(r"--from=(\S+)", a).group(1) for k, a in steps if k == "COPY" and "--from=" in a}
+    assert sources == {"spark-jars"}
+    # The Maven stages really run Maven; the testbed adds exactly the broker's components.
+    (_, _, maven_steps), *_ = chain("maven")
+    assert any(k == "RUN" and "install" in a and "maven" in a for k, a in maven_steps)
+    (_, base, testbed_steps), *_ = chain("testbed")
+    assert base == "runtime"
+    copied = sorted(a.split()[1].rsplit("/", 1)[1] for k, a in testbed_steps if k == "COPY")
+    assert copied == ["jmx-exporter", "jolokia", "kafka"]
+    assert all("--from=testbed-jars" in a for k, a in testbed_steps if k == "COPY")
+
+
+def test_compose_builds_the_testbed_target() -> None:
+    """`kafka-health cluster` (compose's broker service) needs the test bed's Kafka."""
+    compose = yaml.safe_load((REPO / "deploy" / "compose.yaml").read_text())
+    builds = [s["build"] for s in compose["services"].values() if "build" in s]
+    assert builds and all(b.get("target") == "testbed" for b in builds)
+    assert "testbed" in {name for name, _, _ in stages()}
 
 
 def test_the_run_steps_parse_with_the_image_shell() -> None:
