@@ -4,7 +4,8 @@ The JMX signals say "leader 1 has 4 partitions under min ISR"; the culprit is an
 broker, the one missing from their ISR. From a snapshot this names it: per (cluster,
 leader, kind), the brokers missing from the most affected partitions first, and a
 sentence an operator can act on ("4 partitions under min ISR on leader 1: brokers 2 and
-3 out of ISR"). Pure.
+3 out of ISR"; for partitions without a leader, the replicas that could lead them and
+why they cannot: "broker 4 unavailable, log directory offline on broker 5"). Pure.
 """
 
 from __future__ import annotations
@@ -36,12 +37,16 @@ class Cause:
     brokers: tuple[tuple[int, int], ...]
     more_brokers: int  # missing brokers beyond the top N
     sentence: str
+    # Of the named brokers of an offline cause, those the cluster lists: up, yet their
+    # replica cannot lead, which Kafka does to a replica whose log directory failed.
+    registered: tuple[int, ...] = ()
 
     @property
     def blame(self) -> str | None:
         """The brokers behind it, as a page says it ("brokers 4 and 5 out of ISR"), or None
         when no broker can be named."""
-        return _blame(self.kind, [b for b, _ in self.brokers], self.more_brokers)
+        return _blame(self.kind, [b for b, _ in self.brokers], self.more_brokers,
+                      self.registered)
 
 
 def partition_kind(topic: TopicInfo, p: PartitionInfo) -> str | None:
@@ -60,32 +65,59 @@ def partition_kind(topic: TopicInfo, p: PartitionInfo) -> str | None:
     return None
 
 
+def _live(snapshot: ClusterSnapshot) -> set[int]:
+    return {b.id for b in snapshot.brokers.values() if b.live}
+
+
 def missing_brokers(snapshot: ClusterSnapshot, p: PartitionInfo) -> tuple[int, ...]:
     """The replicas that are why this partition is short: those out of its ISR; for an
-    offline partition, the ISR members that are not live (the ISR keeps its last members
-    after they die, and only they can lead it back without losing data), or, with no
-    such member listed, every replica that is not live."""
+    offline partition, the replicas that could lead it and cannot (`leader_candidates`)."""
     if p.leader is not None:
         return tuple(r for r in p.replicas if r not in p.isr)
-    live = {b.id for b in snapshot.brokers.values() if b.live}
-    isr_down = tuple(r for r in p.isr if r not in live)
-    return isr_down or tuple(r for r in p.replicas if r not in live)
+    return leader_candidates(p, _live(snapshot))
 
 
-def _blame(kind: str, named: list[int], more: int) -> str | None:
+def leader_candidates(p: PartitionInfo, live: set[int]) -> tuple[int, ...]:
+    """The replicas of a leaderless partition that could lead it: its ISR members (the ISR
+    keeps its last members when they die, and only they bring it back without losing
+    data); with an empty ISR (KIP-966 moves the last members to the eligible leader
+    replicas, which confluent-kafka does not show), the replicas whose broker is down,
+    or with none down, every replica.
+
+    A candidate is down when the cluster does not list its broker (not registered, or
+    fenced: DescribeCluster lists neither). A candidate whose broker is listed (`live`)
+    is up and still cannot lead: Kafka has taken its replica offline, which on a
+    registered broker means its log directory failed. confluent-kafka shows neither the
+    offline replicas nor the log directories (no DescribeLogDirs), so that is inferred,
+    and such a partition is not left without a cause."""
+    if p.isr:
+        return p.isr
+    down = tuple(r for r in p.replicas if r not in live)
+    return down or p.replicas
+
+
+def _blame(kind: str, named: list[int], more: int,
+           registered: tuple[int, ...] = ()) -> str | None:
     if not named:
         return None
     tail = f" (and {more} more)" if more else ""
-    state = "unavailable" if kind == OFFLINE else "out of ISR"
-    return f"{brokers(named)} {state}{tail}"
+    if kind != OFFLINE:
+        return f"{brokers(named)} out of ISR{tail}"
+    down = [b for b in named if b not in registered]
+    disks = [b for b in named if b in registered]
+    said = [f"{brokers(down)} unavailable"] if down else []
+    if disks:
+        noun = "log directory" if len(disks) == 1 else "log directories"
+        said.append(f"{noun} offline on {brokers(disks)}")
+    return ", ".join(said) + tail
 
 
 def _sentence(kind: str, leader: int | None, partitions: int,
-              ranked: list[tuple[int, int]], more: int) -> str:
+              ranked: list[tuple[int, int]], more: int, registered: tuple[int, ...]) -> str:
     head = counted(partitions, "partition") + " " + _WORDS[kind]
     if leader is not None:
         head += f" on leader {leader}"
-    blame = _blame(kind, [b for b, _ in ranked], more)
+    blame = _blame(kind, [b for b, _ in ranked], more, registered)
     return head if blame is None else f"{head}: {blame}"
 
 
@@ -110,12 +142,15 @@ def rank_causes(snapshot: ClusterSnapshot, top_n: int = 3) -> list[Cause]:
     for leader, kind, absent in _affected(snapshot):
         partitions[(leader, kind)] += 1
         missing[(leader, kind)].update(absent)
+    live = _live(snapshot)
     causes = []
     for (leader, kind), count in partitions.items():
         ranked = _rank(missing[(leader, kind)], top_n)
         more = len(missing[(leader, kind)]) - len(ranked)
+        registered = tuple(b for b, _ in ranked if kind == OFFLINE and b in live)
         causes.append(Cause(snapshot.cluster, leader, kind, count, tuple(ranked), more,
-                            _sentence(kind, leader, count, ranked, more)))
+                            _sentence(kind, leader, count, ranked, more, registered),
+                            registered))
     return sorted(causes, key=lambda c: (KINDS.index(c.kind), -c.partitions,
                                          -1 if c.leader is None else c.leader))
 

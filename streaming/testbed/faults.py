@@ -6,9 +6,13 @@ until Kafka itself shows the effect, so a caller can go straight to checking the
 
 from __future__ import annotations
 
+import base64
+import re
 import signal
 import time
+import uuid
 from collections.abc import Callable
+from pathlib import Path
 
 from streaming.testbed.kafka import KafkaCluster, KafkaError
 from streaming.testbed.truth import Snapshot, active_controller, admin_snapshot
@@ -102,3 +106,53 @@ def unclean_election(cluster: KafkaCluster, topic: str, leader: int, follower: i
     wait_until(lambda: any(p.topic == topic and p.leader == follower
                            for p in snapshot(cluster).partitions), 120,
                f"broker {follower} elected leader of {topic} uncleanly")
+
+
+def add_log_dir(cluster: KafkaCluster, broker: int, name: str = "data-2") -> Path:
+    """Give `broker` a second log directory and restart it on both; returns the directory.
+    The first stays where the KRaft metadata log is (metadata.log.dir defaults to the first
+    entry), so failing the second leaves the broker registered. Nothing happens when the
+    broker has it already."""
+    node = cluster.node(broker)
+    second = node.directory / name
+    config = node.directory / "server.properties"
+    lines = config.read_text().splitlines()
+    dirs = next(line for line in lines if line.startswith("log.dirs=")).split("=", 1)[1]
+    if str(second) in dirs.split(","):
+        return second
+    second.mkdir(exist_ok=True)
+    # Formatted as Kafka's storage tool would: the first directory's meta.properties (node
+    # and cluster id) with an id of its own; a broker refuses to start on an unformatted one.
+    meta = (Path(dirs.split(",")[0]) / "meta.properties").read_text()
+    directory_id = "-"
+    while directory_id.startswith("-"):  # as Kafka's Uuid.randomUuid: never a leading "-"
+        directory_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+    (second / "meta.properties").write_text(
+        re.sub(r"(?m)^directory\.id=.*$", f"directory.id={directory_id}", meta))
+    config.write_text("".join(
+        (f"log.dirs={dirs},{second}" if line.startswith("log.dirs=") else line) + "\n"
+        for line in lines))
+    node.stop()
+    start_broker(cluster, broker)
+    return second
+
+
+def fail_log_dir(directory: Path) -> None:
+    """A failed disk: the log directory is replaced by a file. Kafka notices at its next
+    write there (the high-watermark checkpoint, every 5 s), takes the directory offline
+    and, under KRaft, tells the controller, which takes its replicas offline while the
+    broker stays registered."""
+    directory.rename(directory.with_name(directory.name + ".failed"))
+    directory.write_text("not a directory: a failed disk\n")
+
+
+def repair_log_dir(cluster: KafkaCluster, broker: int, directory: Path) -> None:
+    """The disk replaced with the data it had: the broker is stopped, the directory put
+    back, and the broker started again (Kafka takes a failed directory back only at start)."""
+    cluster.node(broker).stop()
+    failed = directory.with_name(directory.name + ".failed")
+    if failed.exists():
+        if directory.is_file():
+            directory.unlink()
+        failed.rename(directory)
+    start_broker(cluster, broker)

@@ -87,3 +87,31 @@ def test_top_brokers_by_kind_sums_over_leaders() -> None:
     # leader 1 and 2 miss broker 3; leader 3 misses 1
     assert top_brokers_by_kind(snapshot(t), top_n=1) == {UNDER_REPLICATED: [(3, 2)]}
     assert top_brokers_by_kind(snapshot(t)) == {UNDER_REPLICATED: [(3, 2), (1, 1)]}
+
+
+def test_offline_on_a_live_broker_names_its_log_directory() -> None:
+    # broker 5 is registered, yet its single replicas lead nothing: Kafka took them offline,
+    # which on a live broker is a failed log directory (the ISR is empty under KIP-966)
+    t = topic("disk", [[5], [5]], min_isr=1, isr={0: [], 1: []}, leaders={0: None, 1: None})
+    [cause] = rank_causes(snapshot(t, brokers={1: None, 5: None}))
+    assert (cause.kind, cause.brokers, cause.registered) == (OFFLINE, ((5, 2),), (5,))
+    assert cause.blame == "log directory offline on broker 5"
+    assert cause.sentence == "2 partitions offline (no leader): log directory offline on broker 5"
+    assert top_brokers_by_kind(snapshot(t, brokers={1: None, 5: None})) == {OFFLINE: [(5, 2)]}
+
+
+def test_offline_names_a_live_isr_member_over_the_replicas_that_are_down() -> None:
+    # 3 is the last ISR member and is up: 1 and 2 being down is not why there is no leader
+    t = topic("t", [[3, 1, 2]], isr={0: [3]}, leaders={0: None})
+    [cause] = rank_causes(snapshot(t, down={1, 2}))
+    assert cause.blame == "log directory offline on broker 3"
+
+
+def test_offline_says_of_each_candidate_why_it_cannot_lead() -> None:
+    t = topic("t", [[4, 5, 1]] * 2, isr={0: [4, 5], 1: [4, 5]}, leaders={0: None, 1: None})
+    snap = snapshot(t, brokers={b: None for b in (1, 4, 5, 6)}, down={4})
+    [cause] = rank_causes(snap)
+    assert cause.blame == "broker 4 unavailable, log directory offline on broker 5"
+    t = topic("t", [[4, 5, 6]], isr={0: [4, 5, 6]}, leaders={0: None})
+    [cause] = rank_causes(snapshot(t, brokers={b: None for b in (1, 4, 5, 6)}))
+    assert cause.blame == "log directories offline on brokers 4, 5 and 6"
