@@ -10,6 +10,7 @@ into state.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
@@ -66,8 +67,20 @@ def _gone(exc: BaseException) -> bool:
     return isinstance(error, KafkaError) and error.code() in _GONE
 
 
+def within(timeout: float, deadline: float | None) -> float:
+    """A request's timeout: `timeout`, cut to what is left before `deadline` (monotonic
+    seconds), so that an attempt of several requests ends by its deadline. Raises
+    _TIMED_OUT once the deadline has passed."""
+    if deadline is None:
+        return timeout
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "the poll's deadline passed"))
+    return min(timeout, left)
+
+
 def topic_configs(admin: Any, names: Iterable[str], timeout: float,
-                  batch: int = 500) -> dict[str, dict[str, Any]]:
+                  batch: int = 500, deadline: float | None = None) -> dict[str, dict[str, Any]]:
     """name -> the durability configs' effective values and sources. A topic deleted
     meanwhile is left out; any other failure (an ACL denying DescribeConfigs) raises,
     so the poll fails as a whole instead of auditing half the cluster as clean."""
@@ -75,10 +88,11 @@ def topic_configs(admin: Any, names: Iterable[str], timeout: float,
     out: dict[str, dict[str, Any]] = {}
     for start in range(0, len(names), batch):
         resources = [ConfigResource(ResourceType.TOPIC, n) for n in names[start:start + batch]]
-        futures = admin.describe_configs(resources, request_timeout=timeout)
+        request = within(timeout, deadline)
+        futures = admin.describe_configs(resources, request_timeout=request)
         for resource, future in futures.items():
             try:
-                entries = future.result(timeout=timeout + 5)
+                entries = future.result(timeout=request + 5)
             except KafkaException as exc:
                 if _gone(exc):
                     continue
@@ -122,9 +136,15 @@ def _check_not_blind(operations: list[Any] | None) -> None:
         raise KafkaException(KafkaError(KafkaError.CLUSTER_AUTHORIZATION_FAILED, BLIND))
 
 
+def endpoint(host: str, port: int) -> str:
+    """host:port as bootstrap.servers takes it (an IPv6 address in brackets)."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
 def fetch_snapshot(admin: Any, cluster: str, polled_at: datetime, timeout: float = 10.0,
-                   batch: int = 500) -> ClusterSnapshot:
+                   batch: int = 500, deadline: float | None = None) -> ClusterSnapshot:
     """The cluster as its Admin API describes it now. Raises KafkaException on failure.
+    Each request waits `timeout` at most, and none past `deadline` (monotonic seconds).
 
     confluent-kafka's descriptions carry leader, replicas and ISR but neither the
     eligible leader replicas (KIP-966) nor the leader recovery state (KIP-704): those
@@ -133,7 +153,7 @@ def fetch_snapshot(admin: Any, cluster: str, polled_at: datetime, timeout: float
     # The Metadata request first: its response also names the broker the client sends
     # controller-bound requests to (DescribeConfigs), which KRaft picks among the live
     # brokers, so a controller cached from before a broker stopped is replaced first.
-    listing = admin.list_topics(timeout=timeout)
+    listing = admin.list_topics(timeout=within(timeout, deadline))
     listed = {name: meta for name, meta in listing.topics.items() if meta.partitions}
     # Kafka leaves every topic the principal may not Describe out of the listing, without
     # an error: a principal with no ACL at all sees what looks like an empty cluster, and
@@ -141,13 +161,15 @@ def fetch_snapshot(admin: Any, cluster: str, polled_at: datetime, timeout: float
     # asked for the principal's rights on the cluster (a flag on the request the poll makes
     # anyway, so a poll that lists topics costs nothing more).
     blind = all(name.startswith(_INTERNAL_PREFIX) for name in listing.topics)
+    request = within(timeout, deadline)
     described = admin.describe_cluster(include_authorized_operations=blind,
-                                       request_timeout=timeout).result(timeout=timeout + 5)
+                                       request_timeout=request).result(timeout=request + 5)
     if blind:
         _check_not_blind(described.authorized_operations)
-    brokers = {n.id: BrokerInfo(n.id, n.rack or None) for n in described.nodes}
+    brokers = {n.id: BrokerInfo(n.id, n.rack or None, endpoint=endpoint(n.host, n.port))
+               for n in described.nodes}
     controller = described.controller.id if described.controller is not None else None
-    configs = topic_configs(admin, sorted(listed), timeout, batch)
+    configs = topic_configs(admin, sorted(listed), timeout, batch, deadline)
     topics = {
         name: TopicInfo(name=name, partitions=_partitions(name, listed[name].partitions),
                         **configs[name])

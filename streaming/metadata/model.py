@@ -23,11 +23,13 @@ SOURCE_DEFAULT = "default"
 class BrokerInfo:
     """A broker of the cluster; `rack` is its broker.rack (None when not set or never
     seen). `live` is False for a broker the cluster's metadata no longer lists (stopped,
-    fenced) while a partition still places a replica on it: it is still a member, down."""
+    fenced) while a partition still places a replica on it: it is still a member, down.
+    `endpoint` is the host:port it advertises to the poller's listener (None when down)."""
 
     id: int
     rack: str | None = None
     live: bool = True
+    endpoint: str | None = None
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,12 @@ Why a thread per cluster: a cluster that does not answer costs its poll the requ
 timeout, and must not delay the others. Why never raise: the metadata view adds to the
 metrics pipeline; a cluster that is down, unreachable or refuses the describes is
 reported (`health`, and through `on_poll` on the exporter's gauges) and polled again.
+
+Why a poll retries: a broker that is down or frozen is when the cause matters most, and
+it is then that a client waits on it (a request sent to it, or to the broker it last
+learnt was the controller) until the request times out. A poll that failed so is tried
+again at once, within its deadline, with a new client that bootstraps from any broker,
+the configured ones and every one the cluster listed.
 """
 
 from __future__ import annotations
@@ -23,6 +29,8 @@ from streaming.logsetup import kafka_logger
 from streaming.metadata.admin import fetch_snapshot
 from streaming.metadata.health import (
     MISCONFIGURED,
+    TIMEOUT,
+    UNREACHABLE,
     PollerHealth,
     classify,
     describe,
@@ -32,6 +40,12 @@ from streaming.metadata.health import (
 from streaming.metadata.model import BrokerInfo, ClusterSnapshot, with_down_brokers
 
 LOG = logging.getLogger("kafka_health.metadata")
+# Attempts per poll at most: each with a new client, so a broker that stopped answering
+# holds up one of them, not the poll.
+ATTEMPTS = 3
+# What a new client may try again: a broker that did not answer; a refusal (credentials,
+# ACLs) or settings the client rejects would fail the same way through any broker.
+_RETRIED = (UNREACHABLE, TIMEOUT)
 
 
 @dataclass(frozen=True)
@@ -39,8 +53,8 @@ class PollerSettings:
     """How often and how patiently to poll (the keys of the job's `metadata` section)."""
 
     interval_seconds: float = 30.0
-    # Each Admin API request's timeout; a poll makes 3 or more, so keep it well under
-    # the interval.
+    # Each Admin API request's timeout; a poll makes 3 or more, and retries one that timed
+    # out within its deadline (`deadline_seconds`), so keep it well under the interval.
     timeout_seconds: float = 10.0
     # Topics per DescribeConfigs request.
     describe_configs_batch: int = 500
@@ -50,6 +64,13 @@ class PollerSettings:
             raise ValueError("interval_seconds and timeout_seconds must be > 0")
         if self.describe_configs_batch < 1:
             raise ValueError("describe_configs_batch must be >= 1")
+
+    @property
+    def deadline_seconds(self) -> float:
+        """How long one poll may take, its retries included: the interval, so the next
+        poll starts on time; at least two request timeouts, so a retry after a request
+        timed out gets a whole timeout too."""
+        return max(self.interval_seconds, 2 * self.timeout_seconds)
 
 
 @dataclass(frozen=True)
@@ -70,7 +91,8 @@ class MetadataPoller:
 
     `client_config` is a plain librdkafka dict (bootstrap.servers, security.protocol,
     sasl.*, ssl.*, secrets resolved): the same settings the metrics source uses. It is
-    handed to the client and nowhere else: never logged, never part of any state.
+    handed to the client and nowhere else: never logged, never part of any state. Its
+    bootstrap servers are extended with every broker the cluster has listed.
     `on_poll` is called on the poller's thread after every attempt; what it raises is
     logged and swallowed.
     """
@@ -89,6 +111,7 @@ class MetadataPoller:
         self._admin: Any = None
         self._reported: list[KafkaError] = []  # client errors since the attempt began
         self._known: dict[int, BrokerInfo] = {}  # every broker seen, with its rack
+        self._endpoints: dict[int, str] = {}  # broker -> host:port, as last listed
         self._lock = threading.Lock()
         self._snapshot: ClusterSnapshot | None = None
         self._health = PollerHealth(cluster)
@@ -124,7 +147,8 @@ class MetadataPoller:
         self._stop.set()
         thread = self._thread
         if thread is not None:
-            thread.join(timeout if timeout is not None else 3 * self.settings.timeout_seconds + 10)
+            thread.join(timeout if timeout is not None
+                        else self.settings.deadline_seconds + self.settings.timeout_seconds + 10)
         self._thread = None
         self._admin = None
 
@@ -137,10 +161,27 @@ class MetadataPoller:
 
     # --- one attempt ------------------------------------------------------------------
 
+    def _bootstrap(self) -> str:
+        """The configured bootstrap servers, then every broker the cluster listed that they
+        do not name: a client reaches the cluster while any broker it knows answers, even
+        when the configured ones are the brokers that are down."""
+        configured = [s.strip() for s in
+                      str(self._client_config.get("bootstrap.servers", "")).split(",")
+                      if s.strip()]
+        learnt = [e for _, e in sorted(self._endpoints.items()) if e not in configured]
+        return ",".join(configured + learnt)
+
     def _client(self) -> Any:
         if self._admin is None:
-            config = {**self._client_config, "logger": kafka_logger(),
-                      "error_cb": self._reported.append}
+            timeout_ms = max(1000, int(self.settings.timeout_seconds * 1000))
+            config = {
+                # A broker that accepts the connection and never answers (frozen, a dead
+                # host behind a live port) is given up within one request timeout, not
+                # librdkafka's default 30 s, so the client tries another meanwhile.
+                "socket.connection.setup.timeout.ms": timeout_ms,
+                **self._client_config,
+                "bootstrap.servers": self._bootstrap(),
+                "logger": kafka_logger(), "error_cb": self._reported.append}
             self._admin = self._admin_factory(config)
         return self._admin
 
@@ -154,25 +195,51 @@ class MetadataPoller:
                 LOG.debug("metadata %s: serving client callbacks failed", self.cluster,
                           exc_info=True)
 
-    def poll_once(self) -> PollResult:
-        """One attempt; never raises. Returns what it found (also passed to on_poll)."""
-        polled_at = datetime.fromtimestamp(self._clock(), UTC)
-        previous = self.snapshot
+    def _attempt(self, polled_at: datetime, deadline: float) -> ClusterSnapshot:
+        """One try with the current client; raises what failed."""
         self._reported.clear()
         try:
-            try:
-                admin = self._client()
-            except Exception as exc:
-                raise _ClientError(exc) from exc
-            fetched = fetch_snapshot(admin, self.cluster, polled_at,
-                                     self.settings.timeout_seconds,
-                                     self.settings.describe_configs_batch)
+            admin = self._client()
         except Exception as exc:
-            self._drain_client_errors()
+            raise _ClientError(exc) from exc
+        return fetch_snapshot(admin, self.cluster, polled_at, self.settings.timeout_seconds,
+                              self.settings.describe_configs_batch, deadline)
+
+    def _fetch(self, polled_at: datetime) -> ClusterSnapshot:
+        """A snapshot within the poll's deadline: a try that failed for want of an answer
+        is made again with a new client while attempts and time are left. Raises what
+        the last try failed with."""
+        deadline = time.monotonic() + self.settings.deadline_seconds
+        attempt = 1
+        while True:
+            try:
+                return self._attempt(polled_at, deadline)
+            except Exception as exc:
+                self._drain_client_errors()
+                if (isinstance(exc, _ClientError) or attempt >= ATTEMPTS
+                        or self._stop.is_set() or time.monotonic() >= deadline
+                        or classify(exc, self._reported) not in _RETRIED):
+                    raise
+                # A new client: the one that failed waits on the broker it chose.
+                self._admin = None
+                LOG.debug("metadata %s: attempt %d failed (%s), trying again through "
+                          "another broker", self.cluster, attempt, describe(exc))
+                attempt += 1
+
+    def poll_once(self) -> PollResult:
+        """One poll, retried within its deadline; never raises. Returns what it found
+        (also passed to on_poll)."""
+        polled_at = datetime.fromtimestamp(self._clock(), UTC)
+        previous = self.snapshot
+        try:
+            fetched = self._fetch(polled_at)
+        except Exception as exc:
             health = self._failed(exc, polled_at)
             result = PollResult(self.cluster, polled_at, None, previous, health)
         else:
             self._known.update(fetched.brokers)
+            self._endpoints = {b.id: b.endpoint for b in fetched.brokers.values()
+                               if b.endpoint is not None}
             snapshot = with_down_brokers(fetched, self._known)
             health = self._succeeded(polled_at)
             with self._lock:

@@ -5,6 +5,8 @@ and 5, RF 3, min ISR 2; the job polls the Admin API every METADATA_INTERVAL seco
   partitions offline: the offline incident and the cause series name that broker's log
   directory, not nothing. Broker 5 keeps the second log directory, repaired, for the
   rest of the session.
+- A bootstrap broker killed, and another frozen: every Admin API poll during the fault
+  goes through a live broker, the job's pollers' and one of the test's own.
 """
 
 from __future__ import annotations
@@ -14,11 +16,12 @@ import time
 import pandas as pd
 from confluent_kafka.admin import AdminClient
 
+from streaming.metadata import MetadataPoller, PollerSettings, PollResult
 from streaming.testbed import faults
 from streaming.testbed.kafka import create_topic
 from tests.conftest import wait_for
 from tests.integration.helpers import table
-from tests.real_kafka.conftest import NAMES, WINDOW, Bed
+from tests.real_kafka.conftest import METADATA_INTERVAL, NAMES, WINDOW, Bed
 from tests.real_kafka.truth_checks import epoch
 
 LOG_DIR_CAUSE = "log directory offline on broker 5"
@@ -93,3 +96,43 @@ def test_a_failed_log_directory_is_named_as_the_cause_of_its_offline_partitions(
             future.result(timeout=30)
     print(f"\nlog directory failed: partitions offline after {offline - since:.0f}s, "
           f"the incidents' cause after {named - since:.0f}s")
+
+
+def test_every_poll_goes_through_while_a_bootstrap_broker_is_down_or_frozen(
+        healthy: Bed) -> None:
+    bed = healthy
+    results: list[PollResult] = []
+    # As the job polls (conftest), with every broker bootstrap, each of them a fault below.
+    poller = MetadataPoller("faults", {"bootstrap.servers": bed.watched.bootstrap},
+                            PollerSettings(METADATA_INTERVAL, timeout_seconds=3),
+                            on_poll=results.append)
+    jobs = bed.job.metadata.pollers
+    assert len(jobs) == len(NAMES)
+    poller.start()
+    try:
+        wait_for(lambda: any(r.snapshot is not None for r in results), 30, "a first poll")
+        for broker, how in ((4, "kill"), (5, "freeze")):
+            failures = [p.health.failures for p in jobs]
+            first = len(results)
+            started = time.monotonic()
+            faults.stop_broker(bed.watched, broker, how)
+
+            def gone(broker: int = broker, first: int = first) -> bool:
+                """Three polls after the first that no longer lists the broker: the
+                fault from both sides of the controller fencing it."""
+                seen = [i for i, r in enumerate(results[first:]) if r.snapshot is not None
+                        and not r.snapshot.brokers[broker].live]
+                return bool(seen) and len(results) - first > seen[0] + 3
+            wait_for(gone, 90, f"polls while broker {broker} is {how}ed", every=0.5)
+            during = results[first:]
+            faults.start_broker(bed.watched, broker)
+            failed = [(r.polled_at.isoformat(), r.health.error, r.health.error_code)
+                      for r in during if r.snapshot is None]
+            assert failed == [], f"broker {broker} {how}: polls failed: {failed}"
+            assert [p.health.failures for p in jobs] == failures, (
+                f"broker {broker} {how}: the job's polls failed: "
+                f"{[(p.cluster, p.health) for p in jobs]}")
+            print(f"\nbroker {broker} {how}: {len(during)} polls in "
+                  f"{time.monotonic() - started:.0f}s, every one through")
+    finally:
+        poller.stop()

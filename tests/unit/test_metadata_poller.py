@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from concurrent.futures import Future
 from types import SimpleNamespace
 from typing import Any
@@ -22,7 +23,7 @@ from streaming.metadata.health import (
     classify,
     describe,
 )
-from streaming.metadata.poller import MetadataPoller, PollerSettings, PollResult
+from streaming.metadata.poller import ATTEMPTS, MetadataPoller, PollerSettings, PollResult
 from tests.conftest import wait_for
 
 SECRET = "hunter2-very-secret"
@@ -67,7 +68,8 @@ class FakeAdmin:
         self.asked_operations.append(include_authorized_operations)
         if "describe_cluster" in self.fail:
             return _done(error=self.fail["describe_cluster"])
-        nodes = [SimpleNamespace(id=b, rack=r) for b, r in self.racks.items()]
+        nodes = [SimpleNamespace(id=b, rack=r, host=f"kafka-{b}", port=9093)
+                 for b, r in self.racks.items()]
         operations = self.cluster_operations if include_authorized_operations else None
         return _done(SimpleNamespace(nodes=nodes, controller=nodes[0],
                                      authorized_operations=operations))
@@ -97,10 +99,14 @@ def kafka(code: int) -> KafkaException:
 
 
 def make(**kwargs: Any) -> tuple[MetadataPoller, list[FakeAdmin]]:
+    """A poller whose clients all fail as `built[0].fail` says: the cluster fails so,
+    through whichever broker a new client reaches."""
     built: list[FakeAdmin] = []
 
     def factory(config: dict[str, Any]) -> FakeAdmin:
         built.append(FakeAdmin(config))
+        if len(built) > 1:
+            built[-1].fail = built[0].fail
         return built[-1]
 
     poller = MetadataPoller("prod", CONFIG, PollerSettings(interval_seconds=0.05,
@@ -130,6 +136,8 @@ def test_a_poll_builds_the_snapshot() -> None:
     # the client got the settings as given, plus the logger and the error callback
     config = built[0].config
     assert {k: config[k] for k in CONFIG} == CONFIG and "logger" in config and "error_cb" in config
+    assert {b.id: b.endpoint for b in snap.brokers.values()} == {
+        1: "kafka-1:9093", 2: "kafka-2:9093", 3: "kafka-3:9093"}
 
 
 def test_a_topic_deleted_during_the_poll_is_left_out() -> None:
@@ -343,8 +351,66 @@ def test_a_failed_poll_builds_a_new_client() -> None:
     poller.poll_once()
     built[0].fail["describe_cluster"] = kafka(KafkaError._TIMED_OUT)
     assert poller.poll_once().health.up is False
+    assert len(built) == ATTEMPTS  # the first attempt on the client of the last poll
+    del built[0].fail["describe_cluster"]
     assert poller.poll_once().health.up is True
-    assert len(built) == 2
+    assert len(built) == ATTEMPTS + 1
+
+
+@pytest.mark.parametrize("error", [KafkaError._TRANSPORT, KafkaError._TIMED_OUT])
+def test_a_client_stuck_on_a_broker_that_stopped_answering_is_replaced_within_the_poll(
+        error: int) -> None:
+    """What a real client does while a broker is down or frozen: the request it sent there,
+    or to the broker it learnt was the controller, fails or times out. A new client
+    reaches a live one, and the poll goes through."""
+    built: list[FakeAdmin] = []
+
+    def factory(config: dict[str, Any]) -> FakeAdmin:
+        built.append(FakeAdmin(config))
+        return built[-1]
+
+    poller = MetadataPoller("prod", CONFIG, PollerSettings(interval_seconds=4,
+                                                           timeout_seconds=3),
+                            admin_factory=factory)
+    assert poller.poll_once().health.up is True
+    built[0].fail["configs:orders"] = kafka(error)  # the first client's controller is gone
+    result = poller.poll_once()
+    assert (result.health.up, result.health.failures, len(built)) == (True, 0, 2)
+    # the new client bootstraps from the configured servers and every broker listed
+    assert built[1].config["bootstrap.servers"] == (
+        "kafka-1:9093,kafka-2:9093,kafka-3:9093")
+    assert built[1].config["socket.connection.setup.timeout.ms"] == 3000
+
+
+def test_refusals_are_not_retried_and_attempts_are_bounded() -> None:
+    poller, built = make()
+    poller.poll_once()
+    built[0].fail["list_topics"] = kafka(KafkaError.SASL_AUTHENTICATION_FAILED)
+    assert poller.poll_once().health.error == UNAUTHORIZED
+    assert len(built) == 1  # the same login fails through any broker
+    built[0].fail["list_topics"] = kafka(KafkaError._ALL_BROKERS_DOWN)
+    assert poller.poll_once().health.error == UNREACHABLE
+    assert len(built) == 1 + ATTEMPTS
+
+
+def test_requests_end_by_the_polls_deadline() -> None:
+    timeouts: list[float] = []
+
+    class Slow(FakeAdmin):
+        def list_topics(self, timeout: float) -> Any:
+            timeouts.append(timeout)
+            time.sleep(0.3)
+            raise kafka(KafkaError._TIMED_OUT)
+
+    poller = MetadataPoller("prod", CONFIG, PollerSettings(interval_seconds=0.5,
+                                                           timeout_seconds=0.25),
+                            admin_factory=Slow)
+    started = time.monotonic()
+    assert poller.poll_once().health.error == TIMEOUT
+    # the deadline is two request timeouts here (the interval is shorter): two attempts
+    # fit, and the second is given only what is left of it
+    assert time.monotonic() - started < 1.0
+    assert len(timeouts) == 2 and timeouts[0] == 0.25 and timeouts[1] < 0.25
 
 
 def test_a_failing_cluster_warns_once_per_change_of_state(caplog) -> None:
