@@ -569,6 +569,12 @@ def build_parser() -> argparse.ArgumentParser:
                          help="run the shipper: Jolokia reads to the first topic every SECONDS")
     cluster.add_argument("--name", default="local",
                          help="the watched cluster's name in the shipped metrics (default: local)")
+    cluster.add_argument("--secured", action="store_true",
+                         help="secure both clusters: SCRAM-SHA-512 over SASL_SSL on the "
+                         "bootstrap ports, a mutual-TLS listener, ACLs on, a least-privilege "
+                         "user per component (docs/security.md); prints each component's "
+                         "settings and writes a job config and the secret files beside the "
+                         "nodes' folders")
 
     simulate = _subcommand(
         sub, "simulate", common, cmd_simulate, "produce a model cluster's broker metrics",

@@ -12,9 +12,19 @@ import time
 from collections.abc import Callable, Container
 from pathlib import Path
 
+import yaml
+
 from streaming.config import Config, load_config
 from streaming.logsetup import kafka_logger
 from streaming.testbed.kafka import KafkaCluster, create_topic, metrics_cluster
+from streaming.testbed.secured import (
+    COMPONENT_USERS,
+    client_sections,
+    grant_components,
+    metrics_security,
+    secret_file,
+    watched_security,
+)
 from streaming.testbed.shipper import Shipper, Target
 
 
@@ -35,14 +45,19 @@ def run_clusters(args: argparse.Namespace) -> int:
     stop = stop_on_signals()
     root = Path(args.data_dir).resolve() if args.data_dir else None
     topics = args.topic or ["kafka-metrics"]
-    metrics = metrics_cluster(root / "metrics" if root else None, port=args.metrics_port)
+    secured = getattr(args, "secured", False)
+    metrics = metrics_cluster(root / "metrics" if root else None, port=args.metrics_port,
+                              secured=metrics_security() if secured else None)
     watched = (KafkaCluster(args.brokers, root / "watched" if root else None,
-                            broker_only=args.broker_only) if args.brokers else None)
+                            broker_only=args.broker_only,
+                            secured=watched_security() if secured else None)
+               if args.brokers else None)
     shipper = None
     try:
         metrics.start()
         for topic in topics:
-            create_topic(metrics.bootstrap, topic, partitions=args.partitions)
+            create_topic(metrics.bootstrap, topic, partitions=args.partitions,
+                         client_config=metrics.client_config())
         print(f"metrics cluster  {metrics.bootstrap}  topics: {', '.join(topics)}", flush=True)
         if watched:
             watched.start()
@@ -54,9 +69,13 @@ def run_clusters(args: argparse.Namespace) -> int:
             if args.ship:
                 shipper = Shipper(targets(watched), args.name, metrics.bootstrap,
                                   jolokia_topic=topics[0], prometheus_topic=None,
-                                  interval=args.ship).start()
+                                  interval=args.ship,
+                                  client=metrics.client_config(COMPONENT_USERS["shipper"])
+                                  if secured else None).start()
                 print(f"shipper: Jolokia reads every {args.ship:g}s -> {topics[0]} "
                       f"(key {args.name}/<broker>)", flush=True)
+        if secured:
+            print_secured_clients(metrics, topics, watched, args.name)
         print("Ctrl-C stops every node", flush=True)
         stop.wait()
     finally:
@@ -66,6 +85,40 @@ def run_clusters(args: argparse.Namespace) -> int:
             watched.stop(keep_data=root is not None)
         metrics.stop(keep_data=root is not None)
     return 0
+
+
+def print_secured_clients(metrics: KafkaCluster, topics: list[str],
+                          watched: KafkaCluster | None, name: str) -> None:
+    """Grant each component its ACLs, write its secrets to files and say how to log in:
+    a job config to start from, and each user's settings (passwords by file only)."""
+    grant_components(metrics, topics, watched)
+    folder = metrics.directory / "clients"
+    config = client_sections(metrics, topics, watched, name, folder)
+    path = folder / "kafka-health.secured.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    print(f"secured: SCRAM-SHA-512 over SASL_SSL on the bootstrap ports, mutual TLS on the "
+          f"MTLS ports, ACLs on (docs/security.md)\n  job config: {path}", flush=True)
+    clusters = [(metrics, ("job", "shipper", "peek"))]
+    if watched is not None:
+        clusters.append((watched, ("poller",)))
+    for cluster, components in clusters:
+        sec = cluster.secured
+        assert sec is not None
+        print(f"  {cluster.name}: SASL_SSL {cluster.bootstrap}  MTLS {cluster.mtls_bootstrap}  "
+              f"ssl.ca.location {sec.ca_file}", flush=True)
+        for component in components:
+            user = COMPONENT_USERS[component]
+            password = secret_file(folder, f"{cluster.name}-{user}.password", sec.users[user])
+            print(f"    {component}: sasl.username {user}, sasl.password in {password}",
+                  flush=True)
+            cert = sec.client_certs.get(user)
+            if cert is not None:
+                print(f"    {component} by certificate: ssl.certificate.location "
+                      f"{cert.certificate}, ssl.key.location {cert.key}, ssl.key.password in "
+                      f"{cert.key_password_file}", flush=True)
+    admin = secret_file(folder, "admin.password", metrics.secured.users["admin"]
+                        if metrics.secured else "")
+    print(f"    super user (metrics cluster): admin, password in {admin}", flush=True)
 
 
 ORDERS = "orders"

@@ -38,6 +38,7 @@ from typing import ClassVar
 
 from streaming.runtime.class_archive import dump_options, kafka_archive_path, options_for
 from streaming.runtime.jvm import agent_jar, classpath, java
+from streaming.testbed.secured import SecuredKafka
 
 LOG = logging.getLogger("kafka_health.testbed")
 
@@ -206,6 +207,9 @@ class KafkaNode:
     jolokia_port: int | None = None
     jmx_exporter_port: int | None = None
     sasl: SaslPlain | None = None
+    # SCRAM over TLS and a mutual-TLS listener on `mtls_port` (streaming.testbed.secured)
+    secured: SecuredKafka | None = None
+    mtls_port: int | None = None
     process: subprocess.Popen[bytes] | None = None
     # Where this node's JVM writes a class-data archive at its exit (the archive builder's
     # node, streaming/runtime/class_archive_build.py); others map the one built, if any.
@@ -269,6 +273,9 @@ class KafkaNode:
             "listener.security.protocol.map": f"CONTROLLER:{protocol},{protocol}:{protocol}",
             "log.dirs": str(self.directory / "data"),
             **(self.sasl.broker_settings([protocol, "CONTROLLER"]) if self.sasl else {}),
+            **(self.secured.node_properties(self.port, self.mtls_port or 0, self.controller_port,
+                                            "controller" in self.roles)
+               if self.secured else {}),
             **settings,
         }
         path = self.directory / "server.properties"
@@ -287,7 +294,8 @@ class KafkaNode:
              # --cluster-id=: an id is URL-safe base64, and one starting with "-" given as
              # a separate argument reads as an option (argparse: "expected one argument")
              "kafka.tools.StorageTool", "format", f"--cluster-id={cluster_id}",
-             "-c", str(self.directory / "server.properties")],
+             "-c", str(self.directory / "server.properties"),
+             *(self.secured.format_arguments() if self.secured else [])],
             capture_output=True, text=True, timeout=120,
         )
         if result.returncode != 0:
@@ -361,9 +369,11 @@ class KafkaCluster:
 
     def __init__(self, size: int = 3, directory: str | Path | None = None, agents: bool = True,
                  settings: dict[str, str] | None = None, name: str = "watched",
-                 broker_only: int = 0, sasl: SaslPlain | None = None) -> None:
+                 broker_only: int = 0, sasl: SaslPlain | None = None,
+                 secured: SecuredKafka | None = None) -> None:
         self.name = name
         self.sasl = sasl
+        self.secured = secured
         self._tmp = None if directory else tempfile.mkdtemp(prefix=f"kafka-health-{name}-")
         self.directory = Path(directory or self._tmp or "")
         self.cluster_id = _cluster_id()
@@ -384,7 +394,8 @@ class KafkaCluster:
             KafkaNode(node_id=i, directory=self.directory / f"node-{i}",
                       roles="broker,controller" if i <= size else "broker",
                       jolokia_port=free_port() if agents else None,
-                      jmx_exporter_port=free_port() if agents else None, sasl=sasl)
+                      jmx_exporter_port=free_port() if agents else None, sasl=sasl,
+                      secured=secured, mtls_port=free_port() if secured else None)
             for i in range(1, size + broker_only + 1)
         ]
 
@@ -394,9 +405,15 @@ class KafkaCluster:
 
     def client_config(self, user: str | None = None) -> dict[str, str]:
         """librdkafka settings of a client of this cluster: the bootstrap servers, and on a
-        `sasl` cluster the login of `user` (the super user by default)."""
-        login = self.sasl.client_settings(user) if self.sasl else {}
+        `sasl` or `secured` cluster the login of `user` (the super user by default)."""
+        login = (self.sasl.client_settings(user) if self.sasl
+                 else self.secured.client_settings(user) if self.secured else {})
         return {"bootstrap.servers": self.bootstrap, **login}
+
+    @property
+    def mtls_bootstrap(self) -> str:
+        """The mutual-TLS listeners of a `secured` cluster."""
+        return ",".join(f"127.0.0.1:{node.mtls_port}" for node in self.nodes)
 
     def node(self, node_id: int) -> KafkaNode:
         return next(n for n in self.nodes if n.node_id == node_id)
@@ -408,6 +425,8 @@ class KafkaCluster:
             self.cluster_id = _cluster_id()
         voters = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in self.nodes
                           if "controller" in n.roles)
+        if self.secured:
+            self.secured.prepare(self.directory)
         for node in self.nodes:
             node.directory.mkdir(parents=True, exist_ok=True)
             node.write_config(voters, self.settings)
@@ -482,11 +501,12 @@ class KafkaCluster:
             shutil.rmtree(self._tmp, ignore_errors=True)
 
 
-def metrics_cluster(directory: str | Path | None = None, port: int | None = None
-                    ) -> KafkaCluster:
+def metrics_cluster(directory: str | Path | None = None, port: int | None = None,
+                    secured: SecuredKafka | None = None) -> KafkaCluster:
     """The single-node cluster that holds the metrics topics (no agents: nobody watches it
-    through its own JMX here), on `port` when given."""
-    cluster = KafkaCluster(size=1, directory=directory, agents=False, name="metrics")
+    through its own JMX here), on `port` when given, `secured` when given."""
+    cluster = KafkaCluster(size=1, directory=directory, agents=False, name="metrics",
+                           secured=secured)
     if port:
         cluster.nodes[0].port = port
     return cluster
