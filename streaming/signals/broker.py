@@ -85,6 +85,14 @@ def series_keys(samples: pa.Table) -> pa.ChunkedArray:
                                        null_handling="replace")
 
 
+def rate_interval_limit(config: SignalsConfig) -> float:
+    """The longest interval between two samples of a Count that a rate is taken over:
+    one and a half scrape intervals, plus a second for stamps cut to the second
+    (prometheus-kafka-adapter). Longer means scrapes were missed, and the stamp of the one
+    that ended the gap says when it began, not when the broker's values were read."""
+    return 1.5 * config.scrape_interval_seconds + 1.0
+
+
 def with_counter_deltas(samples: pa.Table, config: SignalsConfig) -> pa.Table:
     """Increase since the previous sample of the same series, with counter resets handled.
 
@@ -96,8 +104,16 @@ def with_counter_deltas(samples: pa.Table, config: SignalsConfig) -> pa.Table:
     how far back a recompute happened to read (a broker silent for longer than the
     look-back, back with a reset counter, must page the same either way). The
     per-second rate is null across a reset too: the time the new count accumulated over
-    is unknown, so no rate rather than a wrong one. Rows come back ordered by series, then
-    time (then source offset, so equal timestamps replay the same way).
+    is unknown, so no rate rather than a wrong one. Nor is there a rate over an interval
+    longer than the scrape schedule allows (`rate_interval_limit`), or over the interval
+    after one: the sample that ends a gap (scrapes that timed out, a frozen broker) is
+    stamped when its scrape began, as Prometheus and the shipper stamp, but its values may
+    have been read seconds later, at the thaw. The Count then moved over less time than
+    the stamps say, and the rate read low (a handler idle fraction of 0.19 for a broker
+    73 % idle, a false saturation). A rate needs the broker's own interval; the stamps
+    are trusted for it only on schedule. Rows come back ordered by series, then time (then
+    source offset, so equal timestamps replay the same way). Each series needs its two
+    samples before the first (`priors`) for this.
     """
     ordered = samples.append_column("series", series_keys(samples)).sort_by(
         [("series", "ascending"), ("ts", "ascending"), ("source_offset", "ascending")])
@@ -120,7 +136,12 @@ def with_counter_deltas(samples: pa.Table, config: SignalsConfig) -> pa.Table:
         delta = np.where(grew, value - previous, value)
         rate = (value - previous) / elapsed
     delta_col = pa.array(delta, mask=no_previous)
-    rate_col = pa.array(rate, mask=no_previous | ~grew | ~(elapsed > 0))
+    limit = rate_interval_limit(config)
+    # the previous sample ended a gap itself: the rate would start from a late read
+    two_back_same = ~new_series & np.roll(~new_series, 1)
+    previous_elapsed = (previous_at - np.roll(micros, 2)) / 1e6
+    off_schedule = (elapsed > limit) | (two_back_same & (previous_elapsed > limit))
+    rate_col = pa.array(rate, mask=no_previous | ~grew | ~(elapsed > 0) | off_schedule)
     return ordered.drop_columns(["series"]).append_column("delta", delta_col).append_column(
         "rate_per_second", rate_col)
 
@@ -257,11 +278,13 @@ def _key_codes(table: pa.Table, keys: tuple[str, ...] | list[str]) -> np.ndarray
     return combined
 
 
-def newest_of_each(table: pa.Table, keys: tuple[str, ...] | list[str], ts: str) -> pa.Table:
+def newest_of_each(table: pa.Table, keys: tuple[str, ...] | list[str], ts: str,
+                   count: int = 1) -> pa.Table:
     """The row with the newest (`ts`, source_offset) of each distinct key, a tie to the
-    later row; rows in their given order. What in_time_order and group_by's "last" give,
-    in NumPy: Arrow's hash group_by on string keys plus the sort cost several times more,
-    and the driver runs this on every replica's segment rows of a catch-up batch."""
+    later row (with `count` 2, the two newest); rows in their given order. What
+    in_time_order and group_by's "last" give, in NumPy: Arrow's hash group_by on string
+    keys plus the sort cost several times more, and the driver runs this on every
+    replica's segment rows of a catch-up batch."""
     if table.num_rows == 0:
         return table
     key = _key_codes(table, keys)
@@ -272,8 +295,12 @@ def newest_of_each(table: pa.Table, keys: tuple[str, ...] | list[str], ts: str) 
     offset = pc.fill_null(pc.cast(table["source_offset"], pa.int64()), last).to_numpy()
     order = np.lexsort((offset, when, key))  # stable: equal rows keep their order
     ordered = key[order]
-    newest = order[np.append(ordered[1:] != ordered[:-1], True)]
-    return table.take(np.sort(newest))
+    last = np.append(ordered[1:] != ordered[:-1], True)
+    if count == 2:
+        last |= np.append((ordered[1:] == ordered[:-1]) & last[1:], False)
+    elif count != 1:
+        raise ValueError("count must be 1 or 2")
+    return table.take(np.sort(order[last]))
 
 
 # The columns of `prepared` rows the wide partials read.

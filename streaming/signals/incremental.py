@@ -510,9 +510,11 @@ SEGMENT_SCHEMA = pa.schema([
 
 
 def newest_per_series(samples: pa.Table) -> pa.Table:
-    """The newest sample (by ts, then offset) of each series."""
+    """The two newest samples (by ts, then offset) of each series: the predecessors a
+    counter's next sample needs (its increase from the newest; whether its rate may be
+    taken, from the interval between the two: broker.with_counter_deltas)."""
     if samples.num_rows == 0:
         return samples
     # a series' labels are a map, which no key can be: its series_keys string stands in
     keyed = samples.append_column("series", series_keys(samples))
-    return newest_of_each(keyed, ["series"], "ts").drop_columns(["series"])
+    return newest_of_each(keyed, ["series"], "ts", count=2).drop_columns(["series"])

@@ -63,6 +63,35 @@ def test_a_counter_reset_yields_no_rate_instead_of_a_wrong_one():
     assert windows[1] == pytest.approx((0.5, 0.5))
 
 
+def count_samples(reads: list[tuple[float, float]]) -> pa.Table:
+    """Count samples of a broker always 73 % idle (Kafka's meter counts a freeze as idle
+    time: its threads were waiting), each (stamped at, read at) in seconds from START."""
+    schema = arrow_schema("bronze")
+    rows = []
+    for stamped, read in reads:
+        ts = START + timedelta(seconds=stamped)
+        rows.append({name: None for name in schema.names} | {
+            "cluster": "c1", "broker": "1", "ts": ts, "metric": "RequestHandlerAvgIdlePercent",
+            "attribute": "Count", "labels": [], "value": 0.73 * read * 1e9, "kind": "counter",
+            "source_offset": len(rows), "date": ts.strftime("%Y-%m-%d")})
+    return pa.Table.from_pylist(rows, schema=schema)
+
+
+@pytest.mark.parametrize("next_stamp", [95, 88], ids=["on-schedule", "a-round-later"])
+def test_a_scrape_that_ends_a_gap_gives_no_rate_from_its_stamp(next_stamp: int) -> None:
+    """The broker froze from 50 s to 93 s: the scrapes stamped 50 and 65 timed out, the one
+    stamped 80 was read at the thaw (93 s). The next one, stamped on schedule (95 s, as
+    Prometheus stamps) or a shipper's round later (88 s), saw 2 s or less of idle time
+    accrue since: over its stamps' interval the rate read 0.1-0.2, a false saturation.
+    Neither the gap's interval nor the one after it gives a rate."""
+    reads = [(t, t) for t in (0, 15, 30, 45)] + [(80, 93), (next_stamp, next_stamp + 0.5)]
+    reads += [(t, t) for t in range(next_stamp + 15, 200, 15)]
+    windows = idle_by_window(count_samples(reads))
+    low = {w: idle for w, (idle, _) in windows.items() if idle is not None and idle < 0.5}
+    assert low == {}, f"a false low idle fraction from the gap's stamps: {low}"
+    assert windows[0][0] == pytest.approx(0.73) and windows[2][0] == pytest.approx(0.73)
+
+
 def test_one_minute_rate_wins_when_both_are_exported():
     idle = [0.9, 0.9, 0.9, 0.9, 0.1, 0.1, 0.1, 0.1]
     windows = idle_by_window(meter_samples(idle, one_minute_rate=True))
