@@ -208,7 +208,7 @@ def test_the_simulated_demo_runs_from_the_installed_wheel(installed: Installed) 
             demo.wait(30)
     output = log.read_text()
     assert re.search(r"summary: [1-9]\d* incident\(s\) opened", output), output[-3000:]
-    assert str(data / "report" / "index.html") in output
+    assert str(data / "report" / "index.html") in output and (data / "report" / "index.html").is_file()
     delta = data / "delta"
     assert _column(delta / "bronze", "cluster") == {"demo"}
     assert "under_min_isr" in _column(delta / "incidents", "kind")
