@@ -7,6 +7,9 @@ and 5, RF 3, min ISR 2; the job polls the Admin API every METADATA_INTERVAL seco
   rest of the session.
 - A bootstrap broker killed, and another frozen: every Admin API poll during the fault
   goes through a live broker, the job's pollers' and one of the test's own.
+- A follower killed and, while it restarts, the other follower of the same partitions
+  frozen out of the ISR: leader 1 under min ISR, one incident per cluster and leader,
+  whose cause names both.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from streaming.testbed import faults
 from streaming.testbed.kafka import create_topic
 from tests.conftest import wait_for
 from tests.integration.helpers import table
-from tests.real_kafka.conftest import METADATA_INTERVAL, NAMES, WINDOW, Bed
+from tests.real_kafka.conftest import METADATA_INTERVAL, NAMES, ORDERS, WINDOW, Bed
 from tests.real_kafka.truth_checks import epoch
 
 LOG_DIR_CAUSE = "log directory offline on broker 5"
@@ -136,3 +139,33 @@ def test_every_poll_goes_through_while_a_bootstrap_broker_is_down_or_frozen(
                   f"{time.monotonic() - started:.0f}s, every one through")
     finally:
         poller.stop()
+
+
+def test_a_follower_frozen_while_another_restarts_names_both(healthy: Bed) -> None:
+    bed = healthy
+    since = time.time()
+    faults.stop_broker(bed.watched, 4, "kill")
+    faults.wait_isr_without(bed.watched, 4, ORDERS)
+    faults.stop_broker(bed.watched, 5, "freeze")
+    frozen = time.monotonic()
+    faults.wait_isr_without(bed.watched, 5, ORDERS)
+    # broker 4 restarts while 5 is frozen out of the ISR: leader 1 alone, under min ISR
+    bed.watched.node(4).start()
+
+    _until_incidents(bed, "under_min_isr", since, "1",
+                     {(name, "brokers 4 and 5 out of ISR") for name in NAMES}, 120)
+    bed.watched.wait_brokers([4], 90)
+    faults.wait_until(lambda: time.monotonic() - frozen > 20, 30, "broker 5 frozen 20 s")
+    faults.start_broker(bed.watched, 5)
+    faults.wait_fully_replicated(bed.watched)
+
+    def resolved() -> pd.DataFrame | None:
+        rows = _incidents(bed, "under_min_isr", since)
+        return None if rows.empty or rows["resolved_at"].isna().any() else rows
+    rows = wait_for(lambda: (found := resolved()) is not None and (found,), 120,
+                    "the under-min-ISR incidents resolved", every=1)[0]
+    per_leader = rows.groupby(["cluster", "broker"]).size().to_dict()
+    assert {k: n for k, n in per_leader.items() if n != 1} == {}, rows
+    assert {(name, "1") for name in NAMES} <= set(per_leader), rows
+    leader_1 = rows[rows.broker == "1"]
+    assert set(leader_1.cause) == {"brokers 4 and 5 out of ISR"}, leader_1
