@@ -100,9 +100,10 @@ def assert_no_false_saturation(bed: Bed, since: float, until: float) -> None:
     false_low = idle[(idle[prometheus] < threshold) & ~(idle[jolokia] < threshold)]
     assert false_low.empty, false_low
     incidents = table(bed.delta, "incidents")
-    saturation = incidents[(incidents.kind == "saturation")
-                           & incidents["started_at"].map(epoch).between(since, until)]
-    by_format = {name: set(saturation[saturation.cluster == name].broker) for name in NAMES}
+    by_format: dict[str, set[str]] = {name: set() for name in NAMES}
+    for row in incidents.to_dict("records"):
+        if row["kind"] == "saturation" and since <= epoch(row["started_at"]) <= until:
+            by_format[row["cluster"]].add(row["broker"])
     assert by_format[prometheus] <= by_format[jolokia], by_format
     FINDINGS.append(f"broker frozen {FREEZE_SECONDS} s: lowest idle fraction of broker 5 "
                     f"{idle[jolokia].min():.2f} (Jolokia), {idle[prometheus].min():.2f} "
