@@ -22,11 +22,13 @@ import time
 import pandas as pd
 
 from streaming.testbed import faults
+from tests.conftest import wait_for
 from tests.integration.helpers import table
 from tests.real_kafka.conftest import FINDINGS, NAMES, WINDOW, Bed
 from tests.real_kafka.truth_checks import epoch, wait_caught_up
 
-FREEZE_SECONDS = 35
+# two scrape timeouts after the first, and 8 s into the third scrape: about 35 s frozen
+THAW_INTO_SCRAPE = 2 * 10 + 8
 
 
 class IncidentWatcher:
@@ -63,7 +65,16 @@ def test_an_incident_once_listed_stays_in_the_history_with_its_end(healthy: Bed)
     with IncidentWatcher(bed, since) as watcher:
         faults.stop_broker(bed.watched, 5, "freeze")
         try:
-            time.sleep(FREEZE_SECONDS)  # the fault itself: the broker frozen this long
+            # The jmx_exporter shipper stamps a scrape when it begins and waits up to its
+            # HTTP timeout (10 s) for the answer: its scrapes of the frozen broker time out
+            # one after another, each beginning as the last gives up. Thawing 8 s into one
+            # of them makes it answer with values read 8 s after its stamp, and the next
+            # scrape follows a second later: the interval that misled the rate.
+            shipper = bed.shippers[1]
+            first_timeout = wait_for(lambda: "5/jmx_exporter" in shipper.errors and time.time(),
+                                     30, "a jmx_exporter scrape of the frozen broker timing out",
+                                     every=0.1)
+            time.sleep(max(0.0, first_timeout + THAW_INTO_SCRAPE - time.time()))
         finally:
             faults.start_broker(bed.watched, 5)
         thawed = time.time()
@@ -81,7 +92,7 @@ def test_an_incident_once_listed_stays_in_the_history_with_its_end(healthy: Bed)
     assert_no_false_saturation(bed, since - WINDOW, thawed + 60)
     for name in NAMES:
         kinds = sorted(shown[shown.cluster == name].kind.unique())
-        FINDINGS.append(f"broker frozen {FREEZE_SECONDS} s, {name}: incidents listed {kinds}, "
+        FINDINGS.append(f"broker frozen ~35 s, {name}: incidents listed {kinds}, "
                         f"{len(withdrawn[withdrawn.cluster == name]) if len(withdrawn) else 0} "
                         f"withdrawn by later samples, none deleted")
 
@@ -105,6 +116,6 @@ def assert_no_false_saturation(bed: Bed, since: float, until: float) -> None:
         if row["kind"] == "saturation" and since <= epoch(row["started_at"]) <= until:
             by_format[row["cluster"]].add(row["broker"])
     assert by_format[prometheus] <= by_format[jolokia], by_format
-    FINDINGS.append(f"broker frozen {FREEZE_SECONDS} s: lowest idle fraction of broker 5 "
+    FINDINGS.append(f"broker frozen ~35 s: lowest idle fraction of broker 5 "
                     f"{idle[jolokia].min():.2f} (Jolokia), {idle[prometheus].min():.2f} "
                     f"(jmx_exporter Count)")
