@@ -21,14 +21,17 @@ QUANTILE_LABEL = "quantile"
 @dataclass(frozen=True)
 class MetricDef:
     name: str
-    kind: str  # gauge | meter | timer
+    kind: str  # gauge | meter | timer | counter
     unit: str
     scope: str
     jmx_mbean: str | None
     jmx_attribute: str | None
 
     def sample_kind(self, attribute: str) -> str:
-        """Meters and timers carry a cumulative Count (a counter); everything else is a level."""
+        """Meters and timers carry a cumulative Count (a counter), a `counter` gauge its
+        cumulative Value; everything else is a level."""
+        if self.kind == "counter":
+            return "counter"
         if self.kind in ("meter", "timer") and attribute == COUNT_ATTRIBUTE:
             return "counter"
         return "gauge"

@@ -18,7 +18,7 @@ from streaming.schemas import load_yaml
 def test_every_metric_has_prometheus_names_and_valid_kinds():
     catalog = load_catalog()
     for metric in catalog.metrics.values():
-        assert metric.kind in ("gauge", "meter", "timer")
+        assert metric.kind in ("gauge", "meter", "timer", "counter")
         assert any(e.metric is metric for e in catalog.prometheus), metric.name
 
 
