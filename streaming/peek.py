@@ -37,7 +37,7 @@ from streaming.text import shown
 SIGNAL_INPUTS: dict[str, tuple[str, str]] = {
     **LAST_SIGNALS, **MAX_SIGNALS,
     **{name: (metric, attribute) for name, (metric, attribute, *_) in MIN_MEAN_SIGNALS.items()},
-    **{name: (metric, "Count") for name, metric in INCREASE_METRICS.items()},
+    **INCREASE_METRICS,
     "log_segments_last": ("NumLogSegments", "Value"),
 }
 UNDETECTED = ("auto", "unknown", None)

@@ -30,16 +30,30 @@ LEVEL_METRICS = {
     "at_min_isr": "AtMinIsrPartitionCount",
     "under_replicated": "UnderReplicatedPartitions",
 }
+# column -> (metric, attribute): a meter's cumulative Count, or the Value of a catalog
+# `counter` (a gauge that counts, as the KRaft controller's *Count gauges do)
 INCREASE_METRICS = {
-    "isr_shrinks_increase": "IsrShrinksPerSec",
-    "isr_expands_increase": "IsrExpandsPerSec",
-    "unclean_elections_increase": "UncleanLeaderElectionsPerSec",
+    "isr_shrinks_increase": ("IsrShrinksPerSec", "Count"),
+    "isr_expands_increase": ("IsrExpandsPerSec", "Count"),
+    "unclean_elections_increase": ("UncleanLeaderElectionsPerSec", "Count"),
+    "elr_elections_increase": ("ElectionFromEligibleLeaderReplicasPerSec", "Count"),
+    "controller_elections_increase": ("NewActiveControllersCount", "Value"),
+    "heartbeat_timeouts_increase": ("TimedOutBrokerHeartbeatCount", "Value"),
+    "metadata_load_errors_increase": ("BrokerMetadataLoadErrorCount", "Value"),
+    "metadata_apply_errors_increase": ("BrokerMetadataApplyErrorCount", "Value"),
+    "controller_metadata_errors_increase": ("MetadataErrorCount", "Value"),
 }
+# Increases summed into broker_signals.metadata_errors_increase: a node's errors reading or
+# applying the metadata log, as a broker or as a controller (the partials keep each).
+METADATA_ERROR_INCREASES = ("metadata_load_errors_increase", "metadata_apply_errors_increase",
+                            "controller_metadata_errors_increase")
 SIGNAL_METRICS = sorted({
-    *LEVEL_METRICS.values(), *INCREASE_METRICS.values(), "OfflinePartitionsCount",
-    "ActiveControllerCount", "RequestQueueSize", "ResponseQueueSize",
+    *LEVEL_METRICS.values(), *(metric for metric, _ in INCREASE_METRICS.values()),
+    "OfflinePartitionsCount", "ActiveControllerCount", "RequestQueueSize", "ResponseQueueSize",
     "RequestHandlerAvgIdlePercent", "NetworkProcessorAvgIdlePercent", "PartitionCount",
     "LeaderCount", "NumLogSegments", "OpenFileDescriptorCount", "MaxFileDescriptorCount",
+    "FencedBrokerCount", "ActiveBrokerCount", "PreferredReplicaImbalanceCount",
+    "OfflineLogDirectoryCount", "BrokerMetadataLastAppliedRecordLagMs",
 })
 BROKER_KEYS = ("cluster", "broker", "window_start")
 # The bronze columns the signals read: the slice loads only these (it can hold a whole
@@ -192,12 +206,17 @@ LAST_SIGNALS = {  # column -> (metric, attribute): the value of the newest sampl
     "leader_count_last": ("LeaderCount", "Value"),
     "open_fds_last": ("OpenFileDescriptorCount", "Value"),
     "max_fds_last": ("MaxFileDescriptorCount", "Value"),
+    "active_brokers_last": ("ActiveBrokerCount", "Value"),
 }
 MAX_SIGNALS = {  # column -> (metric, attribute)
     **{f"{name}_max": (metric, "Value") for name, metric in LEVEL_METRICS.items()},
     "offline_partitions_max": ("OfflinePartitionsCount", "Value"),
     "request_queue_size_max": ("RequestQueueSize", "Value"),
     "response_queue_size_max": ("ResponseQueueSize", "Value"),
+    "fenced_brokers_max": ("FencedBrokerCount", "Value"),
+    "preferred_imbalance_max": ("PreferredReplicaImbalanceCount", "Value"),
+    "offline_log_dirs_max": ("OfflineLogDirectoryCount", "Value"),
+    "metadata_lag_ms_max": ("BrokerMetadataLastAppliedRecordLagMs", "Value"),
 }
 MIN_MEAN_SIGNALS = {  # partial -> (metric, attribute, source column, scale)
     "rate_idle": ("RequestHandlerAvgIdlePercent", "OneMinuteRate", "value", 1.0),
@@ -366,8 +385,8 @@ def _wide_partials(windowed: pa.Table, config: SignalsConfig) -> pa.Table:
                       float(config.queued_max_requests))
     add("ratio", ratio, "max")
     aggregations.append(("ratio", "list"))
-    for name, metric in INCREASE_METRICS.items():
-        reported = masks(metric, "Count")
+    for name, (metric, attribute) in INCREASE_METRICS.items():
+        reported = masks(metric, attribute)
         add(name, _only(windowed, "delta", reported), "sum")
         columns[f"{name}_reported"] = pc.cast(reported, pa.int64())
         aggregations.append((f"{name}_reported", "sum"))
@@ -485,6 +504,12 @@ def finalize(partials: pa.Table, segments: pa.Table) -> pa.Table:
         reported = pc.greater(grouped[f"{name}_reported_sum"], 0)
         out[name] = pc.if_else(reported, pc.fill_null(grouped[f"{name}_sum"], 0.0),
                                pa.scalar(None, pa.float64()))
+    errors = [out[name] for name in METADATA_ERROR_INCREASES]
+    out["metadata_errors_increase"] = pc.if_else(
+        pc.or_(pc.or_(pc.is_valid(errors[0]), pc.is_valid(errors[1])), pc.is_valid(errors[2])),
+        pc.add(pc.add(pc.fill_null(errors[0], 0.0), pc.fill_null(errors[1], 0.0)),
+               pc.fill_null(errors[2], 0.0)),
+        pa.scalar(None, pa.float64()))
 
     def mean(name: str) -> pa.ChunkedArray:
         count = grouped[f"{name}_count"]

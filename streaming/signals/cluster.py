@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import itertools
 from collections import defaultdict
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pyarrow as pa
@@ -17,6 +17,10 @@ import pyarrow.compute as pc
 from streaming.schemas import arrow_schema
 
 KEYS = ["cluster", "window_start"]
+# Controller churn is counted over this span of windows (controller_elections_5m): one
+# failover is one or two elections (a restarted controller counts the leader it finds),
+# repeated failovers are more.
+CHURN_SPAN = timedelta(minutes=5)
 
 
 def controller_claims(broker_rows: pa.Table) -> pa.ChunkedArray:
@@ -81,7 +85,15 @@ def controller_unknown(broker_rows: pa.Table, keys: pa.Table) -> pa.Array:
 
 
 def unclean_elections(broker_rows: pa.Table, keys: pa.Table) -> pa.Array:
-    """Per (cluster, window_start) row of `keys`: the unclean elections of that window.
+    """Per (cluster, window_start) row of `keys`: the unclean elections of that window
+    (`controller_events` of unclean_elections_increase)."""
+    return controller_events(broker_rows, keys, "unclean_elections_increase")
+
+
+def controller_events(broker_rows: pa.Table, keys: pa.Table, column: str) -> pa.Array:
+    """Per (cluster, window_start) row of `keys`: the events of that window that every
+    controller counts (`column`, a per-broker increase: unclean or ELR elections, new
+    active controllers), each once.
 
     Every KRaft controller counts each unclean election it applies, and they apply it a
     little apart: when that straddles a window boundary, some controllers' counts rise in
@@ -111,7 +123,7 @@ def unclean_elections(broker_rows: pa.Table, keys: pa.Table) -> pa.Array:
     alert rule's `max without (broker)` of the per-broker gauge), so none of these changes
     whether or when anyone is paged.
     """
-    values = pc.cast(broker_rows["unclean_elections_increase"], pa.float64())
+    values = pc.cast(broker_rows[column], pa.float64())
     is_number = pc.fill_null(pc.invert(pc.is_nan(values)), False)
     valid = broker_rows.filter(is_number)
     reported = list(zip(valid["cluster"].to_pylist(), _micros(valid["window_start"]),
@@ -143,6 +155,26 @@ def unclean_elections(broker_rows: pa.Table, keys: pa.Table) -> pa.Array:
         state[cluster] = (counts, top)
     asked = zip(keys["cluster"].to_pylist(), _micros(keys["window_start"]), strict=True)
     return pa.array([found.get(key) for key in asked], pa.float64())
+
+
+def trailing_sum(keys: pa.Table, values: pa.Array, span: timedelta) -> pa.Array:
+    """Per row of `keys` (cluster, window_start): the sum of `values` over that cluster's
+    rows whose window starts less than `span` before this one, this one included. Nulls
+    add nothing; null when all are. The windows before the first of `keys` are not in it:
+    the caller hands in the span's windows (the look-back is the incident horizon)."""
+    clusters = keys["cluster"].to_pylist()
+    starts = _micros(keys["window_start"])
+    numbers = values.to_pylist()
+    width = int(span.total_seconds() * 1_000_000)
+    by_cluster: dict[str | None, list[tuple[int, float | None]]] = defaultdict(list)
+    for cluster, start, value in zip(clusters, starts, numbers, strict=True):
+        by_cluster[cluster].append((start, value))
+    out: list[float | None] = []
+    for cluster, start in zip(clusters, starts, strict=True):
+        counted = [v for s, v in by_cluster[cluster] if start - width < s <= start
+                   and v is not None]
+        out.append(sum(counted) if counted else None)
+    return pa.array(out, pa.float64())
 
 
 def _in_window_order(row: tuple) -> tuple[bool, str, int]:
@@ -187,13 +219,36 @@ def cluster_signals(broker_rows: pa.Table, since: datetime | None = None) -> pa.
         ("controller_claim", "sum", skip_nulls),
         ("under_min_isr_max", "sum", skip_nulls),
         ("under_replicated_max", "sum", skip_nulls),
+        ("heartbeat_timeouts_increase", "sum", skip_nulls),
+        ("offline_log_dirs_max", "sum", skip_nulls),
+        ("metadata_lag_ms_max", "max", skip_nulls),
+        ("metadata_errors_increase", "sum", skip_nulls),
     ])
+    # over every window handed in: the look-back holds the span before the first asked
+    churn = trailing_sum(grouped, controller_events(
+        broker_rows, grouped, "controller_elections_increase"), CHURN_SPAN)
     if since is not None:
-        grouped = grouped.filter(pc.greater_equal(grouped["window_start"],
-                                                  pa.scalar(since, grouped["window_start"].type)))
+        asked = pc.greater_equal(grouped["window_start"],
+                                 pa.scalar(since, grouped["window_start"].type))
+        grouped, churn = grouped.filter(asked), churn.filter(asked)
     unknown = controller_unknown(broker_rows, grouped)
     active = pc.if_else(unknown, pa.scalar(None, grouped["controller_claim_sum"].type),
                         grouped["controller_claim_sum"])
+    # controller-scope gauges: the active controller's rows only (standbys report their
+    # own, possibly older, view; broker-only nodes none)
+    from_controller = pc.fill_null(pc.greater(broker_rows["controller_claim"], 0), False)
+    claimant = broker_rows.select(KEYS).append_column("row", pa.array(
+        np.arange(broker_rows.num_rows)))
+    for column in ("fenced_brokers_max", "active_brokers_last", "preferred_imbalance_max"):
+        claimant = claimant.append_column(column, pc.if_else(
+            from_controller, broker_rows[column], pa.scalar(None, pa.float64())))
+    per_controller = claimant.group_by(KEYS, use_threads=False).aggregate([
+        (c, "max", skip_nulls) for c in ("fenced_brokers_max", "active_brokers_last",
+                                         "preferred_imbalance_max")])
+    aligned = grouped.select(KEYS).append_column("row", pa.array(
+        np.arange(grouped.num_rows))).join(per_controller, KEYS, join_type="left outer",
+                                           use_threads=False).sort_by("row")
+    elections = controller_events(broker_rows, grouped, "controller_elections_increase")
     now = datetime.now(UTC)
     return pa.table({
         "cluster": grouped["cluster"], "window_start": grouped["window_start"],
@@ -203,5 +258,16 @@ def cluster_signals(broker_rows: pa.Table, since: datetime | None = None) -> pa.
         "under_min_isr_total": grouped["under_min_isr_max_sum"],
         "under_replicated_total": grouped["under_replicated_max_sum"],
         "unclean_elections_increase": unclean_elections(broker_rows, grouped),
+        "fenced_brokers": aligned["fenced_brokers_max_max"],
+        "active_brokers": aligned["active_brokers_last_max"],
+        "preferred_imbalance": aligned["preferred_imbalance_max_max"],
+        "heartbeat_timeouts_increase": grouped["heartbeat_timeouts_increase_sum"],
+        "controller_elections_increase": elections,
+        "elr_elections_increase": controller_events(broker_rows, grouped,
+                                                    "elr_elections_increase"),
+        "controller_elections_5m": churn,
+        "offline_log_dirs_total": grouped["offline_log_dirs_max_sum"],
+        "metadata_lag_ms_max": grouped["metadata_lag_ms_max_max"],
+        "metadata_errors_increase": grouped["metadata_errors_increase_sum"],
         "updated_at": pa.array([now] * grouped.num_rows, pa.timestamp("us", "UTC")),
     }).cast(schema)
