@@ -114,3 +114,39 @@ def java_options(bootstrap_servers: str, kafka: Mapping[str, Any],
     if ca is not None and "ssl.truststore.location" not in conf:
         conf.update({"ssl.truststore.type": "PEM", "ssl.truststore.location": ca})
     return {f"kafka.{key}": value for key, value in conf.items()}
+
+
+# What each client's principal needs, for the advice on an ACL refusal (docs/security.md).
+SOURCE_NEEDS = "Read and Describe on the metrics topics (source.topics)"
+POLLER_NEEDS = "Describe on the cluster, and Describe and DescribeConfigs on every topic"
+_LOGIN_REFUSED = ("_AUTHENTICATION", "SASL_AUTHENTICATION_FAILED", "ILLEGAL_SASL_STATE",
+                  "UNSUPPORTED_SASL_MECHANISM")
+_ACL_REFUSED = ("TOPIC_AUTHORIZATION_FAILED", "CLUSTER_AUTHORIZATION_FAILED",
+                "GROUP_AUTHORIZATION_FAILED")
+
+
+def security_advice(name: str, text: str, path: str, needs: str) -> str | None:
+    """What to fix when a Kafka client's error `name` (a KafkaError's name, `text` its
+    message) is a refused login, a failed TLS handshake or an ACL refusal, naming the
+    settings under `path` (the config section); None for any other error. `needs` says
+    what the section's principal must be granted."""
+    lowered = text.lower()
+    if name in _LOGIN_REFUSED:
+        return (f"the broker refused the login: check {path}.kafka.sasl.username and "
+                f"sasl.mechanism, and the password {path}.secrets.sasl.password names (the "
+                "user needs a credential of that mechanism on the cluster)")
+    if name == "_SSL" or "ssl handshake" in lowered:
+        if "expired" in lowered:
+            return (f"a certificate has expired: renew the client's "
+                    f"({path}.kafka.ssl.certificate.location) or ask for the broker's")
+        if "verify failed" in lowered or "could not be verified" in lowered:
+            return (f"the broker's certificate is not trusted: {path}.kafka.ssl.ca.location "
+                    "must hold the CA that signed it, and the certificate must be valid "
+                    "now and name the host in bootstrap_servers")
+        return (f"the TLS handshake failed: the broker may refuse this client's certificate "
+                f"({path}.kafka.ssl.certificate.location: signed by a CA its listener "
+                f"trusts, not expired), or the port is no TLS listener ({path}."
+                f"bootstrap_servers, {path}.kafka.security.protocol)")
+    if name in _ACL_REFUSED:
+        return f"an ACL refuses it: grant the principal {needs} (docs/security.md)"
+    return None

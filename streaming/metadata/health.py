@@ -16,6 +16,7 @@ from datetime import datetime
 
 from confluent_kafka import KafkaError, KafkaException
 
+from streaming.kafka_client import POLLER_NEEDS, security_advice
 from streaming.redact import redact_text
 
 UNREACHABLE = "unreachable"    # no broker answers: DNS, connection refused, TLS, network
@@ -101,7 +102,11 @@ def describe(exc: BaseException, client_settings: bool = False) -> str:
         named = _PROPERTY.search(error.str())
         where = f" (property {named.group(1)})" if named else ""
         return f"{error.name()}: the client settings are refused{where}"
-    return f"{error.name()}: {redact_text(error.str())[:300]}"
+    said = f"{error.name()}: {redact_text(error.str())[:300]}"
+    # a refused login, certificate or ACL: the setting to fix or the right to grant
+    advice = None if "grant" in error.str() else security_advice(
+        error.name(), error.str(), "metadata.clusters.<cluster>", POLLER_NEEDS)
+    return f"{said}. To fix: {advice}" if advice else said
 
 
 _PROPERTY = re.compile(r'configuration property:?\s*"?([A-Za-z0-9._-]+)')

@@ -3,6 +3,7 @@ micro-batch for the console."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import threading
@@ -15,6 +16,8 @@ from streaming.pipeline.batch import BatchProcessor
 from streaming.pipeline.stats import BatchStats
 from streaming.runtime.lag_probe import LagProbe
 from streaming.runtime.progress_events import JsonProgressListener
+
+SOURCE_ERROR = "kafka_health_pipeline_source_error"
 
 
 class ProgressListener(JsonProgressListener):
@@ -68,6 +71,7 @@ class ProgressListener(JsonProgressListener):
             ex.pipeline("kafka_health_pipeline_batch_duration_seconds", duration)
             ex.pipeline("kafka_health_pipeline_input_rows_per_second", rate)
             ex.pipeline("kafka_health_pipeline_source_up", 0 if lag is None else 1)
+            self._export_source_error()
             if lag is not None:
                 ex.pipeline("kafka_health_pipeline_source_lag_records", lag)
             if end:  # a batch read them: the idle probe counts them when none comes
@@ -111,6 +115,21 @@ class ProgressListener(JsonProgressListener):
             readable = self.lag.readable_partitions() if reachable else None
             if readable is not None:
                 self.exporter.pipeline("kafka_health_pipeline_source_partitions", readable)
+            self._export_source_error()
+
+    def _export_source_error(self) -> None:
+        """kafka_health_pipeline_source_error{error}: 1 for the class of why the metrics
+        topics cannot be read (the probe's), no series while they can."""
+        from streaming.metadata.health import ERROR_CLASSES
+
+        gauge = self.exporter.gauges[SOURCE_ERROR]
+        error = getattr(self.lag, "error", None)
+        for name in ERROR_CLASSES:
+            if name == error:
+                gauge.labels(name).set(1)
+            else:
+                with contextlib.suppress(KeyError):
+                    gauge.remove(name)
 
     def onQueryTerminated(self, event: Any) -> None:
         if self.exporter:

@@ -29,6 +29,11 @@ class RepeatedWarning:
         self._said = now
         return now - self.since
 
+    def would_say(self) -> bool:
+        """Whether due() would say it now, without counting it said (to look for what the
+        line should name only when it is said)."""
+        return self.since is None or self.clock() - self._said >= self.every
+
     def ended(self) -> float | None:
         """The condition no longer holds: how long it lasted, or None when it did not."""
         if self.since is None:

@@ -25,11 +25,13 @@ Two departures from Spark's source, both for the cost of a micro-batch on few co
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
 import re
 import time
+from collections import deque
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -46,10 +48,10 @@ from pyspark.sql.datasource import (
 from streaming.config import SecretRef, SignalsConfig
 from streaming.decode.packing import PACKED_DDL, pack, pack_chunks
 from streaming.decode.records import DecodeContext, decoded_chunks
-from streaming.kafka_client import source_client_settings
+from streaming.kafka_client import SOURCE_NEEDS, security_advice, source_client_settings
 from streaming.locations import is_local, join, numbered_files, read_text, write_text
 from streaming.logsetup import spark_process_kafka_settings
-from streaming.redact import redact_url
+from streaming.redact import redact_text, redact_url
 from streaming.runtime.gc_policy import pace_cycle_collector
 from streaming.runtime.repeated_warning import RepeatedWarning
 from streaming.schemas import arrow_schema, decoded_arrow_schema, spark_ddl
@@ -383,6 +385,9 @@ class KafkaStreamReader(DataSourceStreamReader):
         self._ids_checked = False
         self._initial: dict[str, dict[str, int]] | None = None
         self._unreachable = RepeatedWarning(UNREACHABLE_EVERY)
+        # (name, message) of the errors the metadata clients reported (their error_cb): a
+        # refused login or TLS handshake shows there, the failed request says "transport"
+        self._reported: deque[tuple[str, str]] = deque(maxlen=20)
         self._nothing = RepeatedWarning(NOTHING_TO_READ_EVERY)
 
     def __getstate__(self) -> dict[str, Any]:
@@ -396,7 +401,8 @@ class KafkaStreamReader(DataSourceStreamReader):
         if self._meta is None:
             from confluent_kafka import Consumer
 
-            conf = {**spark_process_kafka_settings(), **client_config(self.options)}
+            conf = {**spark_process_kafka_settings(), **client_config(self.options),
+                    "error_cb": self._client_error}
             conf.update({"group.id": "kafka-health-metadata", "enable.auto.commit": False})
             self._meta = Consumer(conf)
         return self._meta
@@ -406,7 +412,8 @@ class KafkaStreamReader(DataSourceStreamReader):
             from confluent_kafka.admin import AdminClient
 
             self._admin_client = AdminClient({**spark_process_kafka_settings(),
-                                              **client_config(self.options)})
+                                              **client_config(self.options),
+                                              "error_cb": self._client_error})
         return self._admin_client
 
     def _drop_clients(self) -> None:
@@ -422,6 +429,14 @@ class KafkaStreamReader(DataSourceStreamReader):
     def _partitions(self) -> list[tuple[str, int]]:
         metadata = self._consumer().list_topics(timeout=15)
         out, refused = subscribed_partitions(metadata, self.topics, self.pattern)
+        if not out and not refused and self.topics and self._nothing.would_say():
+            # The broker leaves out of a listing of all topics every topic an ACL hides;
+            # asked by name, it answers TOPIC_AUTHORIZATION_FAILED (UNKNOWN_TOPIC_OR_PART
+            # for a missing one), which the warning can then name.
+            named = [self._consumer().list_topics(topic, timeout=15) for topic in self.topics]
+            refused = [name for listing in named
+                       for name in subscribed_partitions(listing, self.topics, None)[1]
+                       if "authorization failed" in name.lower()]
         self._warn_nothing_to_read(not out, refused)
         return out
 
@@ -438,6 +453,11 @@ class KafkaStreamReader(DataSourceStreamReader):
             return
         asked = (f"topics {', '.join(self.topics)}" if self.topics else
                  f"subscribe pattern {self.pattern!r}")
+        if any("authorization failed" in said.lower() for said in refused):
+            LOG.warning("nothing to read: Kafka at %s refuses %s: %s. To fix: grant the "
+                        "source's principal %s (docs/security.md); the query reads nothing "
+                        "until then", self._bootstrap(), asked, ", ".join(refused), SOURCE_NEEDS)
+            return
         LOG.warning("nothing to read: no partition of %s on Kafka at %s%s. A misspelt "
                     "source.topics name, a topic not created yet or an ACL: the query reads "
                     "nothing until it is there", asked, self._bootstrap(),
@@ -494,16 +514,18 @@ class KafkaStreamReader(DataSourceStreamReader):
                 self._mark_restart(recreated, start, None)
             reading_from = self._restart_start(start, latest)
         except KafkaException as err:
+            why = self._explained(err)
             if start is None:
                 raise KafkaUnavailableError(
                     f"cannot read offsets from Kafka at {self._bootstrap()} "
-                    f"(source.bootstrap_servers) to start from: {err}. Once the query has "
+                    f"(source.bootstrap_servers) to start from: {why}. Once the query has "
                     f"its first offsets it waits out an outage; before, it stops") from err
             # An unreachable broker is an outage to wait out, not a reason to kill an
             # always-on query (and crash-loop its pod): no new end, so no batch is planned.
-            self._warn_unreachable(err)
+            self._warn_unreachable(why)
             self._drop_clients()
             return start
+        self._reported.clear()
         lasted = self._unreachable.ended()
         if lasted is not None:
             LOG.warning("Kafka at %s reachable again after %.0fs", self._bootstrap(), lasted)
@@ -641,7 +663,28 @@ class KafkaStreamReader(DataSourceStreamReader):
     def _bootstrap(self) -> str:
         return self.options.get("kafka.bootstrap.servers", "?")
 
-    def _warn_unreachable(self, err: Exception) -> None:
+    def _client_error(self, error: Any) -> None:
+        """The metadata clients' error callback (see `_reported`)."""
+        self._reported.append((error.name(), error.str()))
+
+    def _explained(self, err: Exception) -> str:
+        """A failed request with its cause and what to fix, when the cause is a refused
+        login, a failed TLS handshake or an ACL (the request's own error first, then those
+        the clients reported meanwhile); else the error as it is."""
+        for client in (self._meta, self._admin_client):
+            if client is not None:
+                with contextlib.suppress(Exception):
+                    client.poll(0)  # serves the client's error callbacks
+        error = err.args[0] if err.args and hasattr(err.args[0], "name") else None
+        said = [(error.name(), error.str())] if error is not None else []
+        for name, text in [*said, *reversed(self._reported)]:
+            advice = security_advice(name, text, "source", SOURCE_NEEDS)
+            if advice:
+                self._reported.clear()
+                return f"{name}: {redact_text(text)[:300]}. To fix: {advice}"
+        return str(err)
+
+    def _warn_unreachable(self, err: Exception | str) -> None:
         lasted = self._unreachable.due()
         if lasted == 0.0:
             LOG.warning("Kafka at %s unreachable (%s); the query waits for it", self._bootstrap(),
