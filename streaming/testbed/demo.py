@@ -19,6 +19,7 @@ from streaming.logsetup import kafka_logger
 from streaming.testbed.kafka import KafkaCluster, create_topic, metrics_cluster
 from streaming.testbed.secured import (
     COMPONENT_USERS,
+    SUPER_USER,
     client_sections,
     grant_components,
     metrics_security,
@@ -106,6 +107,9 @@ def print_secured_clients(metrics: KafkaCluster, topics: list[str],
         assert sec is not None
         print(f"  {cluster.name}: SASL_SSL {cluster.bootstrap}  MTLS {cluster.mtls_bootstrap}  "
               f"ssl.ca.location {sec.ca_file}", flush=True)
+        admin = secret_file(folder, f"{cluster.name}-{SUPER_USER}.password",
+                            sec.users[SUPER_USER])
+        print(f"    super user: {SUPER_USER}, sasl.password in {admin}", flush=True)
         for component in components:
             user = COMPONENT_USERS[component]
             password = secret_file(folder, f"{cluster.name}-{user}.password", sec.users[user])
@@ -116,9 +120,6 @@ def print_secured_clients(metrics: KafkaCluster, topics: list[str],
                 print(f"    {component} by certificate: ssl.certificate.location "
                       f"{cert.certificate}, ssl.key.location {cert.key}, ssl.key.password in "
                       f"{cert.key_password_file}", flush=True)
-    admin = secret_file(folder, "admin.password", metrics.secured.users["admin"]
-                        if metrics.secured else "")
-    print(f"    super user (metrics cluster): admin, password in {admin}", flush=True)
 
 
 ORDERS = "orders"

@@ -115,7 +115,7 @@ class SecuredKafka:
     ca: tuple[Path, Path] | None = None
     keystore: Path | None = None
     client_certs: dict[str, ClientCertificate] = field(default_factory=dict)
-    _store_password: str = field(default_factory=lambda: secrets.token_urlsafe(18), repr=False)
+    store_password: str = field(default_factory=lambda: secrets.token_urlsafe(18), repr=False)
 
     def __post_init__(self) -> None:
         self.users.setdefault(SUPER_USER, secrets.token_urlsafe(18))
@@ -139,7 +139,7 @@ class SecuredKafka:
         self.keystore = tls / "node.p12"
         _openssl("pkcs12", "-export", "-in", cert.name, "-inkey", key.name, "-certfile",
                  self.ca[0].name, "-name", "node", "-out", self.keystore.name,
-                 "-passout", f"pass:{self._store_password}", cwd=tls)
+                 "-passout", f"pass:{self.store_password}", cwd=tls)
         for user in self.mtls_users:
             self.client_certs[user] = make_client_certificate(tls, user, self.ca)
 
@@ -164,7 +164,7 @@ class SecuredKafka:
                 "org.apache.kafka.common.security.scram.ScramLoginModule required;",
             "ssl.keystore.type": "PKCS12",
             "ssl.keystore.location": str(self.keystore),
-            "ssl.keystore.password": self._store_password,
+            "ssl.keystore.password": self.store_password,
             "ssl.truststore.type": "PEM",
             "ssl.truststore.location": str(self.ca[0]),
             f"listener.name.{MTLS_LISTENER.lower()}.ssl.client.auth": "required",

@@ -86,7 +86,7 @@ def secret_values(*beds: SecuredKafka) -> dict[str, str]:
         found.update({f"bed {number} {user}'s key password":
                       cert.key_password_file.read_text().strip()
                       for user, cert in bed.client_certs.items()})
-        found[f"bed {number} key store password"] = bed._store_password
+        found[f"bed {number} key store password"] = bed.store_password
     return found
 
 
