@@ -39,6 +39,8 @@ THRESHOLDS = {
     "unclean": [(GREEN, None), (RED, 1)],
     "offline": [(GREEN, None), (RED, 1)],
     "controllers": [(RED, None), (GREEN, 1), (RED, 2)],  # != 1 is red
+    "offline_log_dirs": [(GREEN, None), (RED, 1)],  # KafkaOfflineLogDirectory > 0
+    "fenced": [(GREEN, None), (RED, 1)],  # KafkaBrokerFenced when they still report
     # warning
     "under_replicated": [(GREEN, None), (ORANGE, 1)],
     "unmatched_shrinks": [(GREEN, None), (ORANGE, 1)],
@@ -62,6 +64,12 @@ THRESHOLDS = {
     "audit_findings": [(GREEN, None), (ORANGE, 1)],  # KafkaDurabilityAuditFinding > 0
     "metadata_up": [(ORANGE, None), (GREEN, 1)],  # KafkaHealthMetadataUnavailable == 0
     "metadata_age_s": [(GREEN, None), (ORANGE, 300)],  # its `for: 5m`
+    # KafkaBrokerMetadataUnhealthy (incidents.METADATA_LAG_LIMIT_MS), KafkaControllerChurn
+    # (incidents.CHURN_ELECTIONS), KafkaEligibleLeaderReplicaElection
+    "metadata_lag_ms": [(GREEN, None), (ORANGE, 30001)],
+    "metadata_errors": [(GREEN, None), (ORANGE, 1)],
+    "controller_churn": [(GREEN, None), (ORANGE, 3)],
+    "elr_elections": [(GREEN, None), (ORANGE, 1)],
     "info": [(BLUE, None)],
 }
 
@@ -560,6 +568,56 @@ def fleet() -> dict:
              [target("time() - max(last_over_time("
                      "kafka_health_pipeline_last_batch_timestamp_seconds[1h]))", "last batch")],
              unit="s", thr="batch_age_s", text_mode="value"),
+        row("KRaft: what the controller quorum knows (per cluster)"),
+        stat("Offline log directories",
+             "Failed log directories summed over the brokers (OfflineLogDirectoryCount). "
+             "Bad: > 0 (red) - every replica in such a directory is offline on its broker "
+             "until it restarts with the disk repaired. Pages.",
+             [target(f"sum by (cluster) (kafka_health_offline_log_directories{{{C}}})",
+                     by_c)],
+             thr="offline_log_dirs"),
+        stat("Fenced brokers",
+             "Brokers the active controller has fenced (FencedBrokerCount). Bad: > 0 (red) - "
+             "they lead nothing and leave every ISR; pages while their metrics still flow "
+             "(more fenced than stale brokers).",
+             [target(f"max by (cluster) (kafka_health_fenced_brokers{{{C}}})", by_c)],
+             thr="fenced"),
+        stat("Active brokers",
+             "Registered, unfenced brokers as the active controller sees them "
+             "(ActiveBrokerCount). Bad: fewer than the cluster's brokers.",
+             [target(f"max by (cluster) (kafka_health_active_brokers{{{C}}})", by_c)]),
+        stat("Worst metadata lag",
+             "How far behind the metadata log the slowest broker applies records. Healthy: "
+             "under a second. Bad: over 30 s (orange) - it serves a stale view of leaders "
+             "and ISRs.",
+             [target("max by (cluster) "
+                     f"(kafka_health_metadata_lag_milliseconds{{{C}}})", by_c)],
+             unit="ms", thr="metadata_lag_ms"),
+        stat("Metadata errors",
+             "Errors loading or applying the metadata log in the newest window, summed over "
+             "the nodes. Bad: > 0 (orange).",
+             [target("sum by (cluster) "
+                     f"(kafka_health_metadata_errors_window_increase{{{C}}})", by_c)],
+             thr="metadata_errors"),
+        stat("Controller elections (5 min)",
+             "New active controllers elected in the last 5 minutes, each once. One failover "
+             "is 1 or 2. Bad: 3 or more (orange) - the controller keeps moving.",
+             [target(f"max by (cluster) (kafka_health_controller_elections_5m{{{C}}})",
+                     by_c)],
+             thr="controller_churn"),
+        stat("ELR elections",
+             "Leaders elected from the eligible leader replicas (KIP-966) in the newest "
+             "window. Not data loss (unclean elections are); bad: > 0 (orange) - the whole "
+             "ISR of a partition had failed.",
+             [target("max by (cluster) "
+                     f"(kafka_health_elr_elections_window_increase{{{C}}})", by_c)],
+             thr="elr_elections"),
+        stat("Preferred replica imbalance",
+             "Partitions led by a replica other than their preferred one "
+             "(PreferredReplicaImbalanceCount of the active controller). Informational: "
+             "leadership concentrated on fewer brokers after restarts.",
+             [target(f"max by (cluster) (kafka_health_preferred_replica_imbalance{{{C}}})",
+                     by_c)]),
         row("Open incidents"),
         table("Open incidents by kind",
               "Incidents open right now, per cluster and kind. Bad: any row. Empty when the "

@@ -44,6 +44,9 @@ BROKER_COLUMNS = {
     "kafka_health_leaders": "leader_count_last",
     "kafka_health_open_file_descriptors": "open_fds_last",
     "kafka_health_max_file_descriptors": "max_fds_last",
+    "kafka_health_offline_log_directories": "offline_log_dirs_max",
+    "kafka_health_metadata_lag_milliseconds": "metadata_lag_ms_max",
+    "kafka_health_metadata_errors_window_increase": "metadata_errors_increase",
 }
 # Every column of a broker_signals row that update_brokers reads (it reads rows as dicts).
 BROKER_ROW_COLUMNS = ("cluster", "broker", "window_start", "window_end", "last_sample_ts",
@@ -66,6 +69,11 @@ CLUSTER_COLUMNS = {
     "kafka_health_offline_partitions": "offline_partitions_max",
     "kafka_health_active_controllers": "active_controllers",
     "kafka_health_brokers_reporting": "brokers_reporting",
+    "kafka_health_fenced_brokers": "fenced_brokers",
+    "kafka_health_active_brokers": "active_brokers",
+    "kafka_health_preferred_replica_imbalance": "preferred_imbalance",
+    "kafka_health_controller_elections_5m": "controller_elections_5m",
+    "kafka_health_elr_elections_window_increase": "elr_elections_increase",
 }
 EXTRA_LABELS = {
     "kafka_health_partition_ceiling": ["bound"],

@@ -207,13 +207,15 @@ LAST_SIGNALS = {  # column -> (metric, attribute): the value of the newest sampl
     "open_fds_last": ("OpenFileDescriptorCount", "Value"),
     "max_fds_last": ("MaxFileDescriptorCount", "Value"),
     "active_brokers_last": ("ActiveBrokerCount", "Value"),
+    # the state now: a broker restarting is fenced for a moment until it catches up with
+    # the metadata log, which a window's max would hold for the whole window
+    "fenced_brokers_last": ("FencedBrokerCount", "Value"),
 }
 MAX_SIGNALS = {  # column -> (metric, attribute)
     **{f"{name}_max": (metric, "Value") for name, metric in LEVEL_METRICS.items()},
     "offline_partitions_max": ("OfflinePartitionsCount", "Value"),
     "request_queue_size_max": ("RequestQueueSize", "Value"),
     "response_queue_size_max": ("ResponseQueueSize", "Value"),
-    "fenced_brokers_max": ("FencedBrokerCount", "Value"),
     "preferred_imbalance_max": ("PreferredReplicaImbalanceCount", "Value"),
     "offline_log_dirs_max": ("OfflineLogDirectoryCount", "Value"),
     "metadata_lag_ms_max": ("BrokerMetadataLastAppliedRecordLagMs", "Value"),

@@ -239,11 +239,11 @@ def cluster_signals(broker_rows: pa.Table, since: datetime | None = None) -> pa.
     from_controller = pc.fill_null(pc.greater(broker_rows["controller_claim"], 0), False)
     claimant = broker_rows.select(KEYS).append_column("row", pa.array(
         np.arange(broker_rows.num_rows)))
-    for column in ("fenced_brokers_max", "active_brokers_last", "preferred_imbalance_max"):
+    for column in ("fenced_brokers_last", "active_brokers_last", "preferred_imbalance_max"):
         claimant = claimant.append_column(column, pc.if_else(
             from_controller, broker_rows[column], pa.scalar(None, pa.float64())))
     per_controller = claimant.group_by(KEYS, use_threads=False).aggregate([
-        (c, "max", skip_nulls) for c in ("fenced_brokers_max", "active_brokers_last",
+        (c, "max", skip_nulls) for c in ("fenced_brokers_last", "active_brokers_last",
                                          "preferred_imbalance_max")])
     aligned = grouped.select(KEYS).append_column("row", pa.array(
         np.arange(grouped.num_rows))).join(per_controller, KEYS, join_type="left outer",
@@ -258,7 +258,7 @@ def cluster_signals(broker_rows: pa.Table, since: datetime | None = None) -> pa.
         "under_min_isr_total": grouped["under_min_isr_max_sum"],
         "under_replicated_total": grouped["under_replicated_max_sum"],
         "unclean_elections_increase": unclean_elections(broker_rows, grouped),
-        "fenced_brokers": aligned["fenced_brokers_max_max"],
+        "fenced_brokers": aligned["fenced_brokers_last_max"],
         "active_brokers": aligned["active_brokers_last_max"],
         "preferred_imbalance": aligned["preferred_imbalance_max_max"],
         "heartbeat_timeouts_increase": grouped["heartbeat_timeouts_increase_sum"],

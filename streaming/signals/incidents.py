@@ -48,6 +48,8 @@ from streaming.schemas import arrow_schema
 # whose peak is that column): the direct alert push reads them from a batch's broker rows.
 POSITIVE_BROKER_CONDITIONS = {
     "under_min_isr": "under_min_isr_max",
+    # a failed log directory: its replicas went offline on this broker
+    "offline_log_dir": "offline_log_dirs_max",
 }
 # Kinds whose condition is "some broker's column is above zero in the window" but whose
 # event is the cluster's: every KRaft controller counts each unclean election it applies,
@@ -58,11 +60,25 @@ POSITIVE_BROKER_CONDITIONS = {
 # from the history while the rule pages on it.
 CLUSTER_EVENT_CONDITIONS = {
     "unclean_election": "unclean_elections_increase",
+    # a leader from the eligible leader replicas (KIP-966): they held the committed data,
+    # so nothing acknowledged was lost; its own kind, never counted as unclean
+    "elr_election": "elr_elections_increase",
 }
 # Kinds with one incident per cluster (broker CLUSTER_WIDE): their alerts carry no broker.
-CLUSTER_SCOPE_KINDS = ("offline_partitions", "controller", *CLUSTER_EVENT_CONDITIONS)
+CLUSTER_SCOPE_KINDS = ("offline_partitions", "controller", "fenced_broker", "controller_churn",
+                       *CLUSTER_EVENT_CONDITIONS)
 KINDS = ("under_min_isr", "offline_partitions", "unclean_election", "controller", "saturation",
-         "stale_broker")
+         "stale_broker", "offline_log_dir", "fenced_broker", "metadata", "controller_churn",
+         "elr_election")
+# A broker applying the metadata log this far behind serves a stale view of leaders and
+# ISRs (healthy lag is under a second: the controller appends a record at least every
+# metadata.max.idle.interval.ms, 500 ms by default). The rule KafkaBrokerMetadataUnhealthy
+# reads the same limit.
+METADATA_LAG_LIMIT_MS = 30_000.0
+# Controller elections within cluster.CHURN_SPAN that make churn: one failover counts one
+# or two (the restarted node counts the leader it finds); the rule KafkaControllerChurn
+# reads the same number.
+CHURN_ELECTIONS = 3.0
 
 TS = pa.timestamp("us", "UTC")
 SERIES = ("cluster", "broker", "kind")
@@ -238,8 +254,51 @@ def incident_conditions(broker_rows: pa.Table, cluster_rows: pa.Table,
                    cluster_rows["active_controllers"], "active_controllers", undecided=True),
         _condition(stale, stale["broker"], "stale_broker", stale["stale"], stale["age"],
                    STALE_MEASURE, undecided=True),
+        _metadata_condition(broker_rows),
+        _fenced_condition(cluster_rows, stale),
+        _condition(cluster_rows, CLUSTER_WIDE, "controller_churn",
+                   pc.greater_equal(pc.cast(cluster_rows["controller_elections_5m"],
+                                            pa.float64()), CHURN_ELECTIONS),
+                   cluster_rows["controller_elections_5m"], "controller_elections_5m"),
     ]
     return pa.concat_tables(parts)
+
+
+def _metadata_condition(broker_rows: pa.Table) -> pa.Table:
+    """A broker behind on the metadata log (METADATA_LAG_LIMIT_MS) or failing to load or
+    apply it; the measure is the lag when it is over the limit, else the errors."""
+    lag = pc.cast(broker_rows["metadata_lag_ms_max"], pa.float64())
+    errors = pc.cast(broker_rows["metadata_errors_increase"], pa.float64())
+    behind = pc.fill_null(_above(lag, METADATA_LAG_LIMIT_MS), False)
+    return _condition(broker_rows, broker_rows["broker"], "metadata",
+                      pc.or_kleene(behind, _above(errors, 0)), pc.if_else(behind, lag, errors),
+                      pc.if_else(behind, pa.scalar("metadata_lag_ms_max"),
+                                 pa.scalar("metadata_errors_increase")))
+
+
+def _fenced_condition(cluster_rows: pa.Table, stale: pa.Table) -> pa.Table:
+    """Brokers the active controller has fenced while their metrics still flow: more fenced
+    than stale brokers in the window (a dead or frozen broker is both fenced and stale, and
+    pages as stale). Undecided while the controller's count is unknown (a failover window),
+    so the controller's silence neither opens nor resolves it."""
+    counts = stale.select(["cluster", "window_start"]).append_column(
+        "dark", pc.cast(pc.fill_null(stale["stale"], False), pa.int64())).append_column(
+        "unsure", pc.cast(pc.is_null(stale["stale"]), pa.int64())).group_by(
+        ["cluster", "window_start"], use_threads=False).aggregate(
+        [("dark", "sum"), ("unsure", "sum")])
+    aligned = cluster_rows.select(["cluster", "window_start"]).append_column(
+        "row", pa.array(np.arange(cluster_rows.num_rows))).join(
+        counts, ["cluster", "window_start"], join_type="left outer",
+        use_threads=False).sort_by("row")
+    fenced = pc.cast(cluster_rows["fenced_brokers"], pa.float64())
+    dark = pc.cast(pc.fill_null(aligned["dark_sum"], 0), pa.float64())
+    unsure = pc.cast(pc.fill_null(aligned["unsure_sum"], 0), pa.float64())
+    # a broker whose staleness is undecided (its rows may be in flight) may be the fenced one
+    maybe_dark = pc.less_equal(fenced, pc.add(dark, unsure))
+    active = pc.if_else(pc.and_(pc.greater(fenced, dark), maybe_dark),
+                        pa.scalar(None, pa.bool_()), pc.greater(fenced, dark))
+    return _condition(cluster_rows, CLUSTER_WIDE, "fenced_broker", active, fenced,
+                      "fenced_brokers", undecided=True)
 
 
 def _peaks(values: pa.ChunkedArray, starts: np.ndarray) -> pa.Array:

@@ -403,6 +403,9 @@ def test_paging_set_matches_design() -> None:
         "KafkaUnderMinIsrPartitions",
         "KafkaOfflinePartitions",
         "KafkaActiveControllerCountAbnormal",
+        # KRaft: a failed disk, a broker the controller fenced while it still reports
+        "KafkaOfflineLogDirectory",
+        "KafkaBrokerFenced",
         # a blind monitor pages: the pipeline, its source, or a whole cluster gone quiet
         "KafkaHealthPipelineDown",
         "KafkaHealthPipelineStalled",

@@ -153,7 +153,7 @@ def test_thresholds_follow_the_alert_rules(dashboards):
 
 ALERT_RULES = REPO / "alerts" / "kafka-health.rules.yml"
 _RULE = re.compile(r"^\s*(?P<time>time\(\)\s*-\s*)?(?P<metric>kafka_health_\w+)\s*"
-                   r"(?P<op>>|<|==|!=)\s*(?P<value>[\d.]+)\s*$")
+                   r"(?P<op>>=|>|<|==|!=)\s*(?P<value>[\d.]+)\s*$")
 
 
 def _color_at(steps: list[tuple[str, float | None]], value: float) -> str:
@@ -169,6 +169,7 @@ def _probes(op: str, n: float) -> tuple[list[float], list[float]]:
     step = 1.0 if n == int(n) else 0.001  # counts and seconds are whole numbers
     return {
         ">": ([n + step], [n - 0.001]),
+        ">=": ([n], [n - step]),
         "<": ([n - 0.001], [n]),
         "==": ([n], [1 - n] if n in (0, 1) else [n + step]),
         "!=": ([n - 1, n + 1], [n]),
@@ -373,6 +374,14 @@ def _value(metric: str, labels: dict[str, str], troubled: bool) -> float:
         "kafka_health_offline_partitions": 1 if troubled else 0,
         "kafka_health_active_controllers": 2 if troubled else 1,
         "kafka_health_brokers_reporting": 3,
+        "kafka_health_offline_log_directories": 1 if bad else 0,
+        "kafka_health_metadata_lag_milliseconds": 45000 if bad else 300,
+        "kafka_health_metadata_errors_window_increase": 2 if bad else 0,
+        "kafka_health_fenced_brokers": 1 if troubled else 0,
+        "kafka_health_active_brokers": 2 if troubled else 3,
+        "kafka_health_preferred_replica_imbalance": 4 if troubled else 0,
+        "kafka_health_controller_elections_5m": 3 if troubled else 0,
+        "kafka_health_elr_elections_window_increase": 1 if troubled else 0,
         "kafka_health_cluster_last_sample_timestamp_seconds": time.time() - 5,
         "kafka_health_partition_ceiling": 2000 + 1000 * BOUNDS.index(labels.get("bound", "mmap")),
         "kafka_health_partition_headroom_ratio": 0.1,

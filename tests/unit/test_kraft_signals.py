@@ -16,7 +16,13 @@ from streaming.config import SignalsConfig
 from streaming.decode import jolokia
 from streaming.schemas import arrow_schema
 from streaming.signals.broker import broker_signals
-from streaming.signals.cluster import cluster_signals
+from streaming.signals.cluster import CHURN_SPAN, cluster_signals
+from streaming.signals.incidents import (
+    CHURN_ELECTIONS,
+    METADATA_LAG_LIMIT_MS,
+    incident_conditions,
+    incident_runs,
+)
 
 NODES = json.loads((Path(__file__).parent.parent / "fixtures" /
                     "kafka_4_4_kraft_beans.json").read_text())["nodes"]
@@ -64,7 +70,7 @@ def test_the_fenced_count_is_the_active_controllers_and_absent_on_broker_only_no
         scrape("broker,controller", "2", 5, behind),
         scrape("broker", "4", 5, {}),
     ])
-    assert brokers[("4", 0)]["fenced_brokers_max"] is None
+    assert brokers[("4", 0)]["fenced_brokers_last"] is None
     assert brokers[("4", 0)]["offline_log_dirs_max"] == 0.0
     assert clusters[0]["fenced_brokers"] == 1.0
     assert clusters[0]["active_brokers"] == 4.0
@@ -122,3 +128,82 @@ def test_a_counter_gauge_reset_by_a_restart_counts_from_zero():
         scrape("broker,controller", "1", 35, {(elected, "Value"): 1.0}),  # restarted
     ])
     assert brokers[("1", 0)]["controller_elections_increase"] == 1.0
+
+
+def incidents(scrapes: list[list[dict]]) -> list[dict]:
+    schema = arrow_schema("bronze")
+    rows = [{name: None for name in schema.names} | row | {"source_offset": i}
+            for i, row in enumerate(r for s in scrapes for r in s)]
+    config = SignalsConfig()
+    brokers = broker_signals(pa.Table.from_pylist(rows, schema=schema), config)
+    conditions = incident_conditions(brokers, cluster_signals(brokers), config)
+    return incident_runs(conditions).to_pylist()
+
+
+def healthy_minute(minute: int, changes: dict[str, dict[tuple[str, str], float]]
+                   ) -> list[list[dict]]:
+    """One scrape a node every 15 s for a minute: nodes 1-3 combined (1 the active
+    controller), 4 broker only; `changes` per broker id."""
+    out = []
+    for second in range(0, 60, 15):
+        at = 60 * minute + second
+        for broker, role in (("1", "broker,controller"), ("2", "broker,controller"),
+                             ("3", "broker,controller"), ("4", "broker")):
+            extra = {(CONTROLLER + "ActiveControllerCount", "Value"): 1.0} if broker == "1" else {}
+            out.append(scrape(role, broker, at, extra | changes.get(broker, {})))
+    return out
+
+
+def test_healthy_recorded_nodes_open_no_kraft_incident():
+    found = incidents([s for minute in range(4) for s in healthy_minute(minute, {})])
+    assert [i["kind"] for i in found] == []
+
+
+def test_each_kraft_fault_opens_its_own_incident_kind():
+    fenced = {(CONTROLLER + "FencedBrokerCount", "Value"): 1.0}
+    scrapes = [s for s in healthy_minute(0, {})]
+    scrapes += healthy_minute(1, {
+        "1": fenced | {(STATS + "ElectionFromEligibleLeaderReplicasPerSec", "Count"): 1.0},
+        "2": {(STATS + "ElectionFromEligibleLeaderReplicasPerSec", "Count"): 1.0},
+        "4": {(LOG_DIRS, "Value"): 1.0,
+              (BROKER_METADATA, "last-applied-record-lag-ms"): METADATA_LAG_LIMIT_MS + 1}})
+    scrapes += healthy_minute(2, {"1": {(STATS + "ElectionFromEligibleLeaderReplicasPerSec",
+                                         "Count"): 1.0},
+                                  "2": {(STATS + "ElectionFromEligibleLeaderReplicasPerSec",
+                                         "Count"): 1.0}})
+    found = {(i["kind"], i["broker"]): i for i in incidents(scrapes)}
+    assert set(found) == {("fenced_broker", "*"), ("elr_election", "*"),
+                          ("offline_log_dir", "4"), ("metadata", "4")}
+    assert found[("fenced_broker", "*")]["opened_by"] == "fenced_brokers"
+    assert found[("metadata", "4")]["opened_by"] == "metadata_lag_ms_max"
+    assert found[("elr_election", "*")]["peak_value"] == 1.0
+    assert all(i["resolved_at"] is not None for i in found.values())
+
+
+def test_a_fenced_broker_that_is_also_silent_is_not_a_fenced_broker_incident():
+    """Fenced and stale alike (a dead broker): the stale-broker incident speaks for it."""
+    fenced = {(CONTROLLER + "FencedBrokerCount", "Value"): 1.0}
+    scrapes = []
+    for minute in range(6):
+        scrapes += [s for s in healthy_minute(minute, {"1": fenced} if minute >= 2 else {})
+                    if minute < 2 or s[0]["broker"] != "3"]
+    kinds = {(i["kind"], i["broker"]) for i in incidents(scrapes)}
+    assert ("stale_broker", "3") in kinds
+    assert ("fenced_broker", "*") not in kinds
+
+
+def test_the_rules_read_the_incidents_thresholds():
+    """One definition: the alert rules compare with the limits the incidents use."""
+    rules = _rules()
+    assert f"> {METADATA_LAG_LIMIT_MS:.0f}" in rules["KafkaBrokerMetadataUnhealthy"]
+    assert f">= {CHURN_ELECTIONS:.0f}" in rules["KafkaControllerChurn"]
+    assert timedelta(minutes=5) == CHURN_SPAN
+    assert "controller_elections_5m" in rules["KafkaControllerChurn"]
+
+
+def _rules() -> dict[str, str]:
+    import yaml
+
+    path = Path(__file__).parents[2] / "alerts" / "kafka-health.rules.yml"
+    document = yaml.safe_load(path.read_text(encoding="utf-8"))
+    return {r["alert"]: r["expr"] for g in document["groups"] for r in g["rules"] if "alert" in r}
