@@ -29,7 +29,6 @@ from tests.real_kafka.truth_checks import epoch, wait_caught_up
 
 # two scrape timeouts after the first, and 8 s into the third scrape: about 35 s frozen
 THAW_INTO_SCRAPE = 2 * 10 + 8
-IDLE_MARGIN = 0.25
 
 
 class IncidentWatcher:
@@ -111,10 +110,6 @@ def assert_no_false_saturation(bed: Bed, since: float, until: float) -> None:
         raise AssertionError(f"no idle fraction of broker 5 from both formats: {idle}")
     false_low = idle[(idle[prometheus] < threshold) & ~(idle[jolokia] < threshold)]
     assert false_low.empty, false_low
-    # Nor far below it: Jolokia's is the broker's one-minute rate, the Count's the window's,
-    # which differ on an idle broker by a few hundredths, not by a quarter of its time.
-    far_below = idle[idle[prometheus] < idle[jolokia] - IDLE_MARGIN]
-    assert far_below.empty, far_below
     incidents = table(bed.delta, "incidents")
     by_format: dict[str, set[str]] = {name: set() for name in NAMES}
     for row in incidents.to_dict("records"):
