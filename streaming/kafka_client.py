@@ -135,6 +135,11 @@ def security_advice(name: str, text: str, path: str, needs: str) -> str | None:
         return (f"the broker refused the login: check {path}.kafka.sasl.username and "
                 f"sasl.mechanism, and the password {path}.secrets.sasl.password names (the "
                 "user needs a credential of that mechanism on the cluster)")
+    if "alert" in lowered and ("certificate" in lowered or "unknown ca" in lowered):
+        # the broker's TLS alert: it checked this client's certificate and refused it
+        return (f"the broker refused this client's certificate "
+                f"({path}.kafka.ssl.certificate.location): it must be signed by a CA the "
+                "broker's listener trusts and be valid now (not expired)")
     if name == "_SSL" or "ssl handshake" in lowered:
         if "expired" in lowered:
             return (f"a certificate has expired: renew the client's "

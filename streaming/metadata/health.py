@@ -83,8 +83,18 @@ def sharpening(exc: BaseException, reported: Iterable[KafkaError]) -> KafkaError
     error = kafka_error(exc)
     if error is None or code_class(error.code()) not in _VAGUE:
         return None
-    by_class = {code_class(e.code()): e for e in reported}
+    by_class: dict[str, KafkaError] = {}
+    for reported_error in reported:  # the last of a class, or one that says what to fix
+        kind = code_class(reported_error.code())
+        if kind not in by_class or _advice(reported_error) or not _advice(by_class[kind]):
+            by_class[kind] = reported_error
     return next((by_class[c] for c in _SHARPER if c in by_class), None)
+
+
+def _advice(error: KafkaError) -> str | None:
+    """What to fix for a refused login, certificate or ACL, for a watched cluster."""
+    return security_advice(error.name(), error.str(), "metadata.clusters.<cluster>",
+                           POLLER_NEEDS)
 
 
 def describe(exc: BaseException, client_settings: bool = False) -> str:
@@ -104,8 +114,7 @@ def describe(exc: BaseException, client_settings: bool = False) -> str:
         return f"{error.name()}: the client settings are refused{where}"
     said = f"{error.name()}: {redact_text(error.str())[:300]}"
     # a refused login, certificate or ACL: the setting to fix or the right to grant
-    advice = None if "grant" in error.str() else security_advice(
-        error.name(), error.str(), "metadata.clusters.<cluster>", POLLER_NEEDS)
+    advice = None if "grant" in error.str() else _advice(error)
     return f"{said}. To fix: {advice}" if advice else said
 
 

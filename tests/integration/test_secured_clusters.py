@@ -15,10 +15,11 @@ reads into the metrics cluster as `kh-shipper`.
 - `simulate` writes as `kh-shipper` (password in a variable), `peek` reads as `kh-peek`
   (password in a file), and the job on Spark's own kafka source reads as `kh-job`
   (password in a variable).
-- A wrong password, a broker certificate the client does not trust and a user without
-  ACLs: the Python source (the real reader class, on the driver's side) stops or warns
-  with the setting to fix or the right to grant, the source's probe exports
-  kafka_health_pipeline_source_error with the class, and so does the poller.
+- A wrong password, a broker certificate the client does not trust, a client certificate
+  the broker does not trust and a user without ACLs: the Python source (the real reader
+  class, on the driver's side) stops or warns with the setting to fix or the right to
+  grant, the source's probe exports kafka_health_pipeline_source_error with the class,
+  and so does the poller.
 
 Every log line (the job at -vv, librdkafka's security debug lines), Spark's event log, its
 SQL plans and environment over the UI's REST API, and /metrics are searched for every
@@ -62,6 +63,7 @@ from streaming.testbed.secured import (
     client_sections,
     grant_components,
     make_ca,
+    make_client_certificate,
     metrics_security,
     secret_file,
     watched_security,
@@ -306,6 +308,7 @@ CASES = {
     # case: (its error class, what the log line must name)
     "wrong password": (UNAUTHORIZED, "secrets.sasl.password"),
     "untrusted broker certificate": (UNREACHABLE, "kafka.ssl.ca.location"),
+    "client certificate from an unknown CA": (UNREACHABLE, "kafka.ssl.certificate.location"),
     "no ACL": (UNAUTHORIZED, "grant"),
 }
 
@@ -332,6 +335,17 @@ def test_a_refused_login_certificate_or_acl_is_said_with_its_fix_and_exported(
         foreign, _ = make_ca(tmp_path / "foreign")
         for section in (source, poller):
             section["kafka"]["ssl.ca.location"] = str(foreign)
+    elif case == "client certificate from an unknown CA":  # over the mutual-TLS listeners
+        foreign = make_ca(tmp_path / "foreign")
+        for section, cluster, component in ((source, bed.metrics, "job"),
+                                            (poller, bed.watched, "poller")):
+            cert = make_client_certificate(tmp_path / "foreign", COMPONENT_USERS[component],
+                                           foreign)
+            section.update(bootstrap_servers=cluster.mtls_bootstrap, kafka={
+                "security.protocol": "SSL", "ssl.ca.location": str(cluster.secured.ca_file),
+                "ssl.certificate.location": str(cert.certificate),
+                "ssl.key.location": str(cert.key)},
+                secrets={"ssl.key.password": {"file": str(cert.key_password_file)}})
     else:
         for section, cluster in ((source, bed.metrics), (poller, bed.watched)):
             section["kafka"]["sasl.username"] = NOBODY

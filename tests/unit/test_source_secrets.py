@@ -105,3 +105,28 @@ def test_an_unreadable_reference_names_its_key_not_a_value(tmp_path: Path) -> No
     reader = KafkaHealthKafkaSource(options).streamReader(None)
     with pytest.raises(ConfigError, match=r"source\.secrets\.sasl\.password: file .*gone"):
         reader_config(reader.options)
+
+
+@pytest.mark.parametrize(("name", "text", "setting"), [
+    ("_AUTHENTICATION", "SASL authentication error: Authentication failed during "
+     "authentication due to invalid credentials with SASL mechanism SCRAM-SHA-512",
+     "source.secrets.sasl.password"),
+    ("_SSL", "ssl://h:1/bootstrap: SSL handshake failed: error:0A000086:SSL routines::"
+     "certificate verify failed: broker certificate could not be verified",
+     "source.kafka.ssl.ca.location"),
+    ("_TRANSPORT", "ssl://h:1/bootstrap: Receive failed: error:0A000412:SSL routines::ssl/tls "
+     "alert bad certificate: SSL alert number 42", "source.kafka.ssl.certificate.location"),
+    ("TOPIC_AUTHORIZATION_FAILED", "Broker: Topic authorization failed", "grant"),
+])
+def test_a_security_refusal_names_what_to_fix(name: str, text: str, setting: str) -> None:
+    from streaming.kafka_client import SOURCE_NEEDS, security_advice
+
+    advice = security_advice(name, text, "source", SOURCE_NEEDS)
+    assert advice is not None and setting in advice, advice
+
+
+def test_an_outage_is_no_security_refusal() -> None:
+    from streaming.kafka_client import SOURCE_NEEDS, security_advice
+
+    assert security_advice("_TRANSPORT", "Connect to ipv4#127.0.0.1:1 failed: Connection "
+                           "refused", "source", SOURCE_NEEDS) is None
