@@ -9,6 +9,10 @@ The pipeline must show the broker's OfflineLogDirectoryCount as
 kafka_health_offline_log_directories 1 and open an offline_log_dir incident for broker 4
 under both names; after the repair (the broker restarted with the directory back) the
 gauge reads 0 again and the incidents resolve.
+
+Healthy: every node reports the new series in every window under both names, the cluster
+rows carry the active controller's view (nothing fenced, every broker active), and no
+KRaft incident opens.
 """
 
 from __future__ import annotations
@@ -90,3 +94,54 @@ def test_a_failed_log_directory_is_an_offline_log_dir_incident_in_both_formats(
     wait_for(lambda: {r["cluster"] for r in _incidents(bed, since)
                       if pd.notna(r["resolved_at"]) and pd.isna(r["withdrawn_at"])}
              == set(NAMES), 180, "the offline_log_dir incidents resolved, not withdrawn")
+
+
+KRAFT_KINDS = {"offline_log_dir", "fenced_broker", "metadata", "controller_churn",
+               "elr_election"}
+
+
+def test_healthy_nodes_report_the_kraft_series_and_open_no_kraft_incident(healthy: Bed) -> None:
+    """Every node, in both formats, reports its log directories and metadata lag in every
+    window; the controllers (1-3) report the controller's view, which the cluster row takes
+    from the active one: nothing fenced, every broker active."""
+    bed = healthy
+    since = time.time()
+    brokers = {str(n.node_id) for n in bed.watched.nodes}
+    controllers = {str(n.node_id) for n in bed.watched.nodes if "controller" in n.roles}
+
+    def settled() -> list[dict]:
+        rows = table(bed.delta, "broker_signals")
+        if rows.empty:
+            return []
+        rows = rows[rows["window_start"].map(epoch) >= since]
+        # windows every node has reported in, under both names
+        full = [w for w, group in rows.groupby("window_start")
+                if {(r.cluster, r.broker) for r in group.itertuples()}
+                >= {(name, b) for name in NAMES for b in brokers}]
+        return rows[rows.window_start.isin(full)].to_dict("records") if len(full) >= 3 else []
+
+    rows = wait_for(settled, 180, "three windows with every node under both names")
+    for row in rows:
+        where = (row["cluster"], row["broker"], row["window_start"])
+        assert pd.notna(row["offline_log_dirs_max"]), where
+        assert pd.notna(row["metadata_lag_ms_max"]), where
+        assert row["offline_log_dirs_max"] == 0.0, where
+        if row["broker"] in controllers:
+            assert pd.notna(row["fenced_brokers_last"]), where
+        else:
+            assert pd.isna(row["fenced_brokers_last"]), where
+    windows = {r["window_start"] for r in rows}
+    clusters = table(bed.delta, "cluster_signals")
+    clusters = clusters[clusters.window_start.isin(windows)]
+    assert set(clusters.cluster) == set(NAMES)
+    truth = len(bed.watched.alive_brokers())
+    # null only while the controller is unknown
+    known = clusters[clusters.fenced_brokers.notna()]
+    assert set(known.cluster) == set(NAMES), "no window with the active controller's view"
+    for row in known.itertuples():
+        assert row.fenced_brokers == 0.0, row
+        assert row.active_brokers == truth, row
+    incidents = table(bed.delta, "incidents")
+    if not incidents.empty:
+        recent = incidents[incidents["started_at"].map(epoch) >= since - 2 * WINDOW]
+        assert not set(recent.kind) & KRAFT_KINDS, recent[["cluster", "broker", "kind"]]
