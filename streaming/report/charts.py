@@ -34,6 +34,11 @@ KIND_COLOURS: dict[str, str] = {
     "controller": "#7b3294",
     "saturation": "#2166ac",
     "stale_broker": "#7f7f7f",
+    "offline_log_dir": "#d6604d",
+    "fenced_broker": "#f4a582",
+    "metadata": "#4393c3",
+    "controller_churn": "#9970ab",
+    "elr_election": "#fdb863",
 }
 OTHER_KIND_COLOUR = "#1b7837"
 
