@@ -1289,6 +1289,15 @@ def pipeline() -> dict:
                    "waits for the broker; no new signals until it is back.",
                    [target(f"kafka_health_pipeline_source_up{{{I}}}", inst)],
                    thr="pipeline_up", threshold_style="line", w=8, decimals=0),
+        timeseries("Why the metrics topics cannot be read",
+                   "1 per reason while the source's offset probe fails: unauthorized (the "
+                   "login or an ACL is refused), unreachable (no broker answers, or the TLS "
+                   "handshake failed: an untrusted or expired certificate), timeout, "
+                   "misconfigured or error. No series while the topics can be read. The "
+                   "driver log names the setting to fix or what to grant (docs/security.md).",
+                   [target(f"max by (instance, error) (kafka_health_pipeline_source_error{{{I}}})",
+                           "{{instance}} {{error}}")],
+                   thr="pipeline_up", threshold_style="line", w=8, decimals=0),
         timeseries("Readable source partitions",
                    "Partitions of the subscription (source.topics or subscribe_pattern) the "
                    "job can read: those of the last batch, and every idle interval those the "

@@ -347,6 +347,8 @@ OPTIONAL_IN_HEALTHY = {
     "kafka_health_metadata_error",
     "kafka_health_metadata_cause_broker_partitions",
     "kafka_health_metadata_cause_info",
+    # the source's error class exists only while the metrics topics cannot be read
+    "kafka_health_pipeline_source_error",
 }
 
 
@@ -401,6 +403,7 @@ def _value(metric: str, labels: dict[str, str], troubled: bool) -> float:
         "kafka_health_pipeline_dq_failures_total": 1 if troubled else 0,
         "kafka_health_pipeline_source_up": 0 if troubled else 1,
         "kafka_health_pipeline_source_partitions": 0 if troubled else 3,
+        "kafka_health_pipeline_source_error": 1,
         "kafka_health_pipeline_source_data_loss_total": 1 if troubled else 0,
         "kafka_health_pipeline_alert_push_failures_total": 2 if troubled else 0,
         "kafka_health_pipeline_exported_series": 4200,
