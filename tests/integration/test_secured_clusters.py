@@ -59,6 +59,7 @@ from streaming.testbed.demo import targets
 from streaming.testbed.kafka import KafkaCluster, create_topic, free_port, metrics_cluster
 from streaming.testbed.secured import (
     COMPONENT_USERS,
+    ClientCertificate,
     SecuredKafka,
     client_sections,
     grant_components,
@@ -304,11 +305,49 @@ def test_simulate_peek_and_the_spark_engine_log_in(bed: SimpleNamespace, tmp_pat
                            "peek's output": peeked.stdout + peeked.stderr})
 
 
+def expired_client_certificate(directory: Path, user: str, ca: tuple[Path, Path]
+                               ) -> ClientCertificate:
+    """A client certificate for `user` from the cluster's own CA that expired yesterday
+    (openssl 3.0's x509 cannot date one in the past), its key encrypted as the test
+    bed's are."""
+    from datetime import UTC, datetime, timedelta
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    directory.mkdir(parents=True, exist_ok=True)
+    ca_cert = x509.load_pem_x509_certificate(ca[0].read_bytes())
+    ca_key = serialization.load_pem_private_key(ca[1].read_bytes(), password=None)
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    now = datetime.now(UTC)
+    cert = (x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, user)]))
+            .issuer_name(ca_cert.subject).public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - timedelta(days=10)).not_valid_after(now - timedelta(days=1))
+            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]),
+                           critical=False)
+            .sign(ca_key, hashes.SHA256()))  # type: ignore[arg-type]
+    password = uuid.uuid4().hex
+    paths = ClientCertificate(directory / f"expired-{user}.pem",
+                              directory / f"expired-{user}.key",
+                              directory / f"expired-{user}.key.password")
+    paths.certificate.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    paths.key.write_bytes(key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.BestAvailableEncryption(password.encode())))
+    paths.key_password_file.write_text(password + "\n")
+    return paths
+
+
 CASES = {
     # case: (its error class, what the log line must name)
     "wrong password": (UNAUTHORIZED, "secrets.sasl.password"),
     "untrusted broker certificate": (UNREACHABLE, "kafka.ssl.ca.location"),
     "client certificate from an unknown CA": (UNREACHABLE, "kafka.ssl.certificate.location"),
+    "expired client certificate": (UNREACHABLE, "kafka.ssl.certificate.location"),
     "no ACL": (UNAUTHORIZED, "grant"),
 }
 
@@ -335,12 +374,16 @@ def test_a_refused_login_certificate_or_acl_is_said_with_its_fix_and_exported(
         foreign, _ = make_ca(tmp_path / "foreign")
         for section in (source, poller):
             section["kafka"]["ssl.ca.location"] = str(foreign)
-    elif case == "client certificate from an unknown CA":  # over the mutual-TLS listeners
+    elif case in ("client certificate from an unknown CA", "expired client certificate"):
+        # over the mutual-TLS listeners
         foreign = make_ca(tmp_path / "foreign")
         for section, cluster, component in ((source, bed.metrics, "job"),
                                             (poller, bed.watched, "poller")):
-            cert = make_client_certificate(tmp_path / "foreign", COMPONENT_USERS[component],
-                                           foreign)
+            user = COMPONENT_USERS[component]
+            cert = (make_client_certificate(tmp_path / "foreign", user, foreign)
+                    if case == "client certificate from an unknown CA"
+                    else expired_client_certificate(tmp_path / cluster.name, user,
+                                                    cluster.secured.ca))
             section.update(bootstrap_servers=cluster.mtls_bootstrap, kafka={
                 "security.protocol": "SSL", "ssl.ca.location": str(cluster.secured.ca_file),
                 "ssl.certificate.location": str(cert.certificate),
