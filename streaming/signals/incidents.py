@@ -444,16 +444,29 @@ def reconcile_incidents(computed: pa.Table, stored: pa.Table, horizon: datetime,
     by_series: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
     for row in sorted(rows, key=lambda r: r["started_at"]):
         by_series.setdefault((row["cluster"], row["broker"], row["kind"]), []).append(row)
+    previous_rows = sorted(stored.to_pylist(), key=lambda r: r["started_at"])
     claimed: set[int] = set()
-    for previous in sorted(stored.to_pylist(), key=lambda r: r["started_at"]):
+    continued: dict[int, dict[str, Any]] = {}  # id(stored row) -> the run continuing it
+    # A run whose own id is a stored incident's is that incident (same series and start),
+    # whatever else overlaps it: matched first, so no other run can take that id too.
+    natural = {r["incident_id"]: r for r in rows}
+    for previous in previous_rows:
+        run = natural.get(previous["incident_id"])
+        if run is not None and id(run) not in claimed:
+            claimed.add(id(run))
+            continued[id(previous)] = run
+    for previous in previous_rows:
         key = (previous["cluster"], previous["broker"], previous["kind"])
         resolved = previous["resolved_at"]
         before_horizon = previous["started_at"] < horizon
-        run = next((r for r in by_series.get(key, []) if id(r) not in claimed and (
-            (r["started_at"] <= resolved if resolved is not None else True)
-            if before_horizon else _overlaps(r, previous))), None)
+        run = continued.get(id(previous))
+        if run is None and previous.get("withdrawn_at") is None:
+            run = next((r for r in by_series.get(key, []) if id(r) not in claimed and (
+                (r["started_at"] <= resolved if resolved is not None else True)
+                if before_horizon else _overlaps(r, previous))), None)
+            if run is not None:
+                claimed.add(id(run))
         if run is not None:
-            claimed.add(id(run))
             run["incident_id"] = previous["incident_id"]
             if before_horizon:  # its windows before the horizon are not recomputed
                 run["started_at"] = previous["started_at"]
@@ -467,7 +480,21 @@ def reconcile_incidents(computed: pa.Table, stored: pa.Table, horizon: datetime,
         elif previous.get("withdrawn_at") is None:
             rows.append({**previous, "resolved_at": resolved or previous["started_at"],
                          "withdrawn_at": now, "updated_at": now})
-    return pa.Table.from_pylist(rows, schema=computed.schema)
+    return _unique_ids(rows, computed.schema)
+
+
+def _unique_ids(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
+    """The rows with one row per incident id (a MERGE refuses a key twice): a run that
+    kept its own id while another run took that id over from the stored incident gets an
+    id of its own, derived from the taken one and its start."""
+    seen: set[str] = set()
+    for row in rows:
+        while row["incident_id"] in seen:
+            row["incident_id"] = hashlib.sha256(
+                f"{row['incident_id']}|{row['started_at']}".encode()).hexdigest()[:16]
+        seen.add(row["incident_id"])
+    return pa.Table.from_pylist(rows, schema=schema)
+
 
 
 def _overlaps(run: dict[str, Any], incident: dict[str, Any]) -> bool:
