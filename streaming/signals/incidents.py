@@ -438,9 +438,9 @@ def reconcile_incidents(computed: pa.Table, stored: pa.Table, horizon: datetime,
       are left as they are in the table, never deleted.
     """
     now = now or datetime.now(UTC)
-    if stored.num_rows == 0:
-        return computed
     rows = computed.to_pylist()
+    if stored.num_rows == 0:
+        return _unique_ids(rows, computed.schema)
     by_series: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
     for row in sorted(rows, key=lambda r: r["started_at"]):
         by_series.setdefault((row["cluster"], row["broker"], row["kind"]), []).append(row)

@@ -214,3 +214,15 @@ def test_an_incident_older_than_the_horizon_is_continued_or_closed_at_it():
         table(broker_rows({2: 0})), table([], "cluster_signals"), CONFIG)), shown,
         horizon=w(2)).to_pylist()
     assert (closed["resolved_at"], closed["withdrawn_at"]) == (w(2), None)
+
+
+def test_no_incident_id_is_written_twice():
+    """A MERGE refuses a source key twice (the job stopped on it): two runs that come to
+    the same id, with or without stored incidents, are written under two ids."""
+    [run] = incident_runs(incident_conditions(
+        table(broker_rows({0: 0, 1: 3})), table([], "cluster_signals"), CONFIG)).to_pylist()
+    twice = stored([run, {**run, "peak_value": 5.0}])
+    for earlier in (stored([]), stored([run], started_at=w(0))):
+        ids = [r["incident_id"] for r in reconcile_incidents(twice, earlier, horizon=w(0))
+               .to_pylist()]
+        assert len(ids) == 2 and len(set(ids)) == 2 and run["incident_id"] in ids, ids
