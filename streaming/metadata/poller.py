@@ -68,9 +68,11 @@ class PollerSettings:
     @property
     def deadline_seconds(self) -> float:
         """How long one poll may take, its retries included: the interval, so the next
-        poll starts on time; at least two request timeouts, so a retry after a request
-        timed out gets a whole timeout too."""
-        return max(self.interval_seconds, 2 * self.timeout_seconds)
+        poll starts on time; at least a request timeout per attempt, so each retry after
+        a request timed out gets a whole timeout too. A frozen broker that is not yet
+        fenced may be the one a new client asks again (KRaft names a random live broker
+        for controller-bound requests), so the last attempt must not be starved."""
+        return max(self.interval_seconds, ATTEMPTS * self.timeout_seconds)
 
 
 @dataclass(frozen=True)
