@@ -66,6 +66,8 @@ def librdkafka_refusal(kafka: Mapping[str, Any], secrets: Iterable[str]) -> str 
     where the job runs. No connection is made (no bootstrap servers)."""
     from confluent_kafka import Consumer, KafkaException
 
+    from streaming.kafka_client import consumer_config
+
     conf = {key: value if isinstance(value, str) else json.dumps(value)
             for key, value in kafka.items()}
     conf.update(dict.fromkeys(secrets, "x"))
@@ -73,7 +75,7 @@ def librdkafka_refusal(kafka: Mapping[str, Any], secrets: Iterable[str]) -> str 
     rest = {key: value for key, value in conf.items() if key not in files}
     for part in (rest, files):
         try:
-            Consumer({**part, "group.id": "kafka-health-check-config", "log_level": 0}).close()
+            Consumer(consumer_config("check-config", {**part, "log_level": 0})).close()
         except KafkaException as err:
             said = err.args[0].str()
             if not any(refusal in said for refusal in _REFUSALS):

@@ -77,6 +77,34 @@ def source_client_settings(options: Mapping[str, str]) -> dict[str, str]:
     return client_settings(bootstrap, kafka, secrets, "source")
 
 
+# Every consumer the project makes, by what it is for: its group and the settings its job
+# fixes. None joins its group or commits offsets (they are assigned partitions or only ask
+# for metadata), but librdkafka looks up the group's coordinator, so a broker with ACLs
+# wants Describe on the group (docs/security.md names them).
+CONSUMERS: dict[str, dict[str, Any]] = {
+    # the Python source's read tasks: assigned offsets; a start that is gone reads from the
+    # log start, which the task then reports as data loss
+    "reader": {"group.id": "kafka-health-reader", "enable.auto.commit": False,
+               "enable.partition.eof": False, "auto.offset.reset": "earliest"},
+    # the Python source's offsets and topic listings, on the driver
+    "metadata": {"group.id": "kafka-health-metadata", "enable.auto.commit": False},
+    # the job's source-lag probe
+    "lag": {"group.id": "kafka-health-lag", "enable.auto.commit": False},
+    # `kafka-health peek`
+    "peek": {"group.id": "kafka-health-peek", "enable.auto.commit": False,
+             "enable.partition.eof": False},
+    # `check-config`'s look at the settings: made and closed, never connected
+    "check-config": {"group.id": "kafka-health-check-config"},
+}
+
+
+def consumer_config(purpose: str, settings: Mapping[str, Any]) -> dict[str, Any]:
+    """A consumer's librdkafka configuration for `purpose` (a CONSUMERS key): `settings`
+    (the client settings, callbacks, tuning) with the purpose's own settings on top. Never
+    log the result."""
+    return {**settings, **CONSUMERS[purpose]}
+
+
 def _jaas_quoted(value: str) -> str:
     """A JAAS option value in double quotes (Kafka's parser takes backslash escapes)."""
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'

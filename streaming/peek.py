@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from streaming.decode.records import DecodeContext, decode_record_batch, reason_category
+from streaming.kafka_client import consumer_config
 from streaming.logsetup import kafka_logger
 from streaming.signals.broker import (
     INCREASE_METRICS,
@@ -78,9 +79,7 @@ def sample_records(client: dict[str, Any], topic: str, count: int, from_beginnin
 
     from streaming.source.kafka_python import _RECORDS
 
-    conf = {**client, "group.id": "kafka-health-peek", "enable.auto.commit": False,
-            "enable.partition.eof": False, "logger": kafka_logger()}
-    consumer = Consumer(conf)
+    consumer = Consumer(consumer_config("peek", {**client, "logger": kafka_logger()}))
     deadline = time.monotonic() + timeout
     try:
         ranges = _ranges(consumer, topic, count, from_beginning, timeout)
@@ -226,6 +225,11 @@ def format_peek(result: Peek, default_cluster: str) -> str:
         f"{shown(reason, 40)} x{n}" for reason, n in result.reasons.most_common())
         or "none")]
     return "\n".join(out)
+
+
+def peek_json(result: Peek) -> str:
+    """The sample as JSON for scripts: the records, the signals fed and not, the reasons."""
+    return json.dumps(asdict(result), indent=2)
 
 
 def _names(values: list[str], limit: int = 3) -> str:

@@ -7,6 +7,7 @@ import logging
 from typing import Any
 
 from streaming.config import Config
+from streaming.kafka_client import SOURCE_NEEDS, consumer_config, security_advice
 from streaming.logsetup import kafka_logger
 from streaming.redact import redact_text
 
@@ -57,7 +58,6 @@ class LagProbe:
     def _failed(self, err: Exception, what: str, topics: bool = False) -> None:
         """Classify the failure (a refused login or handshake the client reported says more
         than the request's timeout), and say it with what to fix once per change of class."""
-        from streaming.kafka_client import SOURCE_NEEDS, security_advice
         from streaming.metadata.health import classify, kafka_error, sharpening
 
         if self.consumer is not None:
@@ -90,12 +90,11 @@ class LagProbe:
         from confluent_kafka import Consumer
 
         if self.consumer is None:
-            conf = self.config.source.client_config()
             # its librdkafka lines through the job's logging: while the broker is down
             # they repeat many times a second, and this probe reports the outage itself
-            conf.update({"group.id": "kafka-health-lag", "enable.auto.commit": False,
-                         "logger": kafka_logger(), "error_cb": self._reported.append})
-            self.consumer = Consumer(conf)
+            self.consumer = Consumer(consumer_config("lag", {
+                **self.config.source.client_config(), "logger": kafka_logger(),
+                "error_cb": self._reported.append}))
             # Watermark queries on a fresh client fail with "unknown partition" until it
             # has metadata for the topic: load it first.
             self.consumer.list_topics(timeout=5)

@@ -48,7 +48,12 @@ from pyspark.sql.datasource import (
 from streaming.config import SecretRef, SignalsConfig
 from streaming.decode.packing import PACKED_DDL, pack, pack_chunks
 from streaming.decode.records import DecodeContext, decoded_chunks
-from streaming.kafka_client import SOURCE_NEEDS, security_advice, source_client_settings
+from streaming.kafka_client import (
+    SOURCE_NEEDS,
+    consumer_config,
+    security_advice,
+    source_client_settings,
+)
 from streaming.locations import is_local, join, numbered_files, read_text, write_text
 from streaming.logsetup import spark_process_kafka_settings
 from streaming.redact import redact_text, redact_url
@@ -210,13 +215,7 @@ def reader_config(options: Mapping[str, str]) -> dict[str, Any]:
         **spark_process_kafka_settings(),
         **client_config(options),
     }
-    conf.update({
-        "group.id": "kafka-health-reader",
-        "enable.auto.commit": False,
-        "enable.partition.eof": False,
-        "auto.offset.reset": "earliest",
-    })
-    return conf
+    return consumer_config("reader", conf)
 
 
 def subscribed_partitions(metadata: Any, topics: list[str], pattern: str | None
@@ -401,10 +400,9 @@ class KafkaStreamReader(DataSourceStreamReader):
         if self._meta is None:
             from confluent_kafka import Consumer
 
-            conf = {**spark_process_kafka_settings(), **client_config(self.options),
-                    "error_cb": self._client_error}
-            conf.update({"group.id": "kafka-health-metadata", "enable.auto.commit": False})
-            self._meta = Consumer(conf)
+            self._meta = Consumer(consumer_config("metadata", {
+                **spark_process_kafka_settings(), **client_config(self.options),
+                "error_cb": self._client_error}))
         return self._meta
 
     def _admin(self) -> Any:
