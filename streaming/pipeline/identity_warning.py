@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from streaming.common.repeated_warning import RepeatedWarnings
 from streaming.exporter import Exporter
 
 LOG = logging.getLogger("kafka_health.identity")
@@ -19,14 +21,13 @@ class DefaultedIdentity:
     naming the topic at most once per `warn_every_seconds` per topic. Without it a
     shipper's labels the identity settings miss merge every cluster into one, silently."""
 
-    def __init__(self, default_cluster: str = "default", warn_every_seconds: float = 300.0
-                 ) -> None:
+    def __init__(self, default_cluster: str = "default", warn_every_seconds: float = 300.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.default_cluster = default_cluster
         self.warn_every_seconds = warn_every_seconds
-        self.warned: dict[str, float] = {}  # topic -> when last warned
+        self._warned = RepeatedWarnings(warn_every_seconds, clock)  # per topic
 
-    def __call__(self, bronze: pa.Table, exporter: Exporter | None,
-                 now: float | None = None) -> int:
+    def __call__(self, bronze: pa.Table, exporter: Exporter | None) -> int:
         if "cluster_defaulted" not in bronze.column_names or not bronze.num_rows:
             return 0
         flags = pc.fill_null(bronze["cluster_defaulted"], False)
@@ -36,10 +37,9 @@ class DefaultedIdentity:
                      .group_by("source_topic").aggregate([([], "count_all")]))
         return self.report(dict(zip(per_topic["source_topic"].to_pylist(),
                                     per_topic["count_all"].to_pylist(), strict=True)),
-                           exporter, now)
+                           exporter)
 
-    def report(self, per_topic: dict[str, int], exporter: Exporter | None,
-               now: float | None = None) -> int:
+    def report(self, per_topic: dict[str, int], exporter: Exporter | None) -> int:
         """Count and warn about a batch's defaulted samples, given per topic."""
         total = sum(per_topic.values())
         if not total:
@@ -47,14 +47,9 @@ class DefaultedIdentity:
         if exporter is not None:
             exporter.count("kafka_health_pipeline_identity_defaulted_samples_total", total,
                            field="cluster")
-        now = time.monotonic() if now is None else now
         for topic, count in per_topic.items():
-            if not count:
+            if not count or self._warned.due(topic) is None:
                 continue
-            last = self.warned.get(topic)
-            if last is not None and now - last < self.warn_every_seconds:
-                continue
-            self.warned[topic] = now
             LOG.warning(
                 "topic %r: %d samples in this batch name no cluster (field cluster defaulted "
                 "to %r): no identity.cluster_labels label, no `cluster` record header or key "

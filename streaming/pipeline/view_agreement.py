@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from streaming.common.repeated_warning import RepeatedWarnings
 from streaming.metadata.board import CauseBoard, CauseView
 
 if TYPE_CHECKING:
@@ -93,11 +94,10 @@ class ViewAgreement:
         self.poll_slack = poll_slack
         self.polls = polls
         self.warn_every_seconds = warn_every_seconds
-        self.clock = clock
         self.metrics: dict[str, MetricsView] = {}
         self._compared: dict[str, datetime] = {}  # the poll last compared, per cluster
         self.streak: dict[str, int] = {}  # disagreeing polls in a row, per cluster
-        self._warned_at: dict[str, float] = {}
+        self._warned = RepeatedWarnings(warn_every_seconds, clock)  # per cluster
         self.episodes = 0
 
     def observe(self, views: Mapping[str, MetricsView]) -> None:
@@ -130,10 +130,8 @@ class ViewAgreement:
         self.episodes += 1
         if self.exporter is not None:
             self.exporter.count(COUNTER, stale=stale)
-        now = self.clock()
-        if now - self._warned_at.get(cluster, -self.warn_every_seconds) < self.warn_every_seconds:
+        if self._warned.due(cluster) is None:
             return
-        self._warned_at[cluster] = now
         looks = {METRICS: "the metrics look stale (the poll is newer than their newest sample)",
                  METADATA: "the Admin API view looks stale (the metrics are newer than its "
                            "last poll)",

@@ -57,8 +57,8 @@ from streaming.kafka_client import (
 from streaming.locations import is_local, join, numbered_files, read_text, write_text
 from streaming.logsetup import spark_process_kafka_settings
 from streaming.redact import redact_text, redact_url
-from streaming.runtime.gc_policy import pace_cycle_collector
-from streaming.runtime.repeated_warning import RepeatedWarning
+from streaming.common.gc_policy import pace_cycle_collector
+from streaming.common.repeated_warning import RepeatedWarning
 from streaming.schemas import arrow_schema, decoded_arrow_schema, spark_ddl
 from streaming.sinks.task_files import TaskWriter
 

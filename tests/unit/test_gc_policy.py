@@ -10,7 +10,7 @@ import textwrap
 
 PRELUDE = """
 import gc
-from streaming.runtime.gc_policy import pace_cycle_collector
+from streaming.common.gc_policy import pace_cycle_collector
 
 def young_collections(containers):
     before = gc.get_stats()[0]["collections"]

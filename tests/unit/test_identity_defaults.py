@@ -167,7 +167,8 @@ def test_defaulted_samples_are_counted_per_field_and_warned_about_per_topic(capl
 
     registry = CollectorRegistry()
     exporter = Exporter(registry)
-    report = DefaultedIdentity(warn_every_seconds=300.0)
+    now = [1000.0]
+    report = DefaultedIdentity(warn_every_seconds=300.0, clock=lambda: now[0])
     decoded = pa.concat_tables([
         pa.Table.from_batches([decode_record_batch(
             records([jolokia(), jolokia()], keys=[b"1", b"prod/2"]), DecodeContext())]),
@@ -176,8 +177,9 @@ def test_defaulted_samples_are_counted_per_field_and_warned_about_per_topic(capl
             DecodeContext())]),
     ])
     with caplog.at_level(logging.WARNING, logger="kafka_health.job"):
-        report(decoded, exporter, now=1000.0)
-        report(decoded, exporter, now=1001.0)  # counted again, not warned again
+        report(decoded, exporter)
+        now[0] = 1001.0
+        report(decoded, exporter)  # counted again, not warned again
     value = registry.get_sample_value("kafka_health_pipeline_identity_defaulted_samples_total",
                                       {"field": "cluster"})
     assert value == 4.0
@@ -187,7 +189,8 @@ def test_defaulted_samples_are_counted_per_field_and_warned_about_per_topic(capl
     assert any("'telegraf-metrics'" in w for w in warnings)
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="kafka_health.job"):
-        report(decoded, exporter, now=1400.0)
+        now[0] = 1400.0
+        report(decoded, exporter)
     assert len(caplog.records) == 2
 
 
