@@ -13,6 +13,8 @@ from streaming.source.kafka_python import READER_PREFETCH_KBYTES
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
+GETTING_STARTED = ROOT / "docs" / "getting-started.md"
+OPERATIONS = ROOT / "docs" / "operations.md"
 PERFORMANCE = ROOT / "docs" / "performance.md"
 RESULTS = ROOT / "tests" / "benchmarks" / "results"
 # Where a user reads: the docs, the runbooks, the catalog and schemas, the deploy files, and
@@ -36,7 +38,7 @@ def _text(*names: str) -> dict[str, str]:
 
 def test_docs_state_the_read_tasks_prefetch_the_code_sets() -> None:
     expected = f"{READER_PREFETCH_KBYTES // 1024} MiB prefetch"
-    for path in (README, ROOT / "deploy" / "config.example.yaml"):
+    for path in (GETTING_STARTED, ROOT / "deploy" / "config.example.yaml"):
         stated = re.findall(r"\d+ MiB prefetch", " ".join(path.read_text().split()))
         assert stated, f"{path.name} does not state the prefetch"
         assert set(stated) == {expected}, f"{path.name} says {stated}, the code {expected}"
@@ -49,18 +51,20 @@ def test_readme_names_every_table_the_job_writes() -> None:
     assert not missing, f"README's table list lacks {missing}"
 
 
-def test_readme_describes_both_delta_engines_the_config_accepts(tmp_path: Path) -> None:
+def test_docs_describe_both_delta_engines_the_config_accepts(tmp_path: Path) -> None:
     path = tmp_path / "c.yaml"
     for engine in ("delta-rs", "delta-spark"):
         path.write_text(f"delta: {{engine: {engine}}}\n")
         assert load_config(path, environ={}).delta.engine == engine
-    text = README.read_text()
-    bullet = text[text.index("- `delta.engine`"):].split("\n- ", 1)[0]
+    operations = OPERATIONS.read_text()
+    bullet = operations[operations.index("- `delta.engine`"):].split("\n- ", 1)[0]
     assert "`delta-rs` (default)" in bullet and "`delta-spark`" in bullet
-    mentions = [m.start() for m in re.finditer("DELTA_SPARK=1", text)]
-    assert mentions, "README's Deployment section should say what DELTA_SPARK=1 does"
-    for at in mentions:
-        assert "delta-spark" in text[at:at + 200], "README must say DELTA_SPARK=1 is delta-spark"
+    for doc in (README, OPERATIONS):
+        text = doc.read_text()
+        mentions = [m.start() for m in re.finditer("DELTA_SPARK=1", text)]
+        assert mentions, f"{doc.name}'s deployment section should say what DELTA_SPARK=1 does"
+        for at in mentions:
+            assert "delta-spark" in text[at:at + 200], f"{doc.name}: DELTA_SPARK=1 is delta-spark"
 
 
 def test_user_facing_files_cite_nothing_a_user_does_not_have() -> None:
