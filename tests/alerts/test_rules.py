@@ -6,6 +6,7 @@ packages). Nothing is skipped: a missing binary fails with the install hint.
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import shutil
 import subprocess
@@ -15,11 +16,13 @@ from typing import Any
 import pytest
 import yaml
 
+from streaming.signal_catalog import Bad, Signal
 from tests.alerts.amconfig import render_alertmanager_config
 
 REPO = Path(__file__).resolve().parents[2]
 ALERTS = REPO / "alerts"
 RULES = ALERTS / "kafka-health.rules.yml"
+RULES_TEMPLATE = ALERTS / "kafka-health.rules.template.yml"
 RULE_TESTS = sorted((ALERTS / "tests").glob("*.test.yml"))
 RUNBOOKS = ALERTS / "runbooks"
 ALERTMANAGER = ALERTS / "alertmanager.yml"
@@ -173,6 +176,53 @@ def duration_seconds(text: str) -> float:
     for value, unit in re.findall(r"(\d+)(ms|s|m|h|d|w)", str(text)):
         total += int(value) * units[unit]
     return total
+
+
+def _alerts_build() -> Any:
+    spec = importlib.util.spec_from_file_location("kh_alerts_build", ALERTS / "build.py")
+    build = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(build)
+    return build
+
+
+# --- generated from the signal catalog ------------------------------------------------------
+
+
+def test_committed_rules_and_runbooks_are_what_build_py_writes() -> None:
+    stale = [str(path.relative_to(REPO)) for path, text in _alerts_build().render().items()
+             if path.read_text() != text]
+    assert not stale, f"run `.venv/bin/python alerts/build.py`: {stale} differ"
+
+
+def test_template_expressions_read_series_only_through_the_catalog() -> None:
+    """Every series an expression reads is a signal of metrics_schemas/signals.yaml: a rule
+    and the panels that show its signal cannot drift apart."""
+    text = re.sub(r"\[\[(\w+)(?:\.(\w+))?\]\]", r"signal_\1", RULES_TEMPLATE.read_text())
+    exprs = [r["expr"] for g in yaml.safe_load(text)["groups"] for r in g["rules"]]
+    assert len(exprs) == len(rule_ids())
+    assert [e for e in exprs if "kafka_health_" in e] == []
+    assert sum("signal_" in e for e in exprs) == len(exprs) - 1  # all but the heartbeat
+
+
+def test_runbook_quotes_follow_the_catalog() -> None:
+    build = _alerts_build()
+    lag = Signal(id="lag", expr="kafka_health_pipeline_source_lag_records", unit="short",
+                 description="", bad=Bad(op=">", value=900000, color="orange"))
+    page = ("**Fires when:** `kafka_health_pipeline_source_lag_records > 500000` for 10m;\n"
+            "`max_over_time(kafka_health_pipeline_source_lag_records[1h]) > 5` too,\n"
+            "not `kafka_health_pipeline_source_lag_records` alone nor `kafka_health_up == 1`.")
+    assert build.render_runbook(page, [lag]) == (
+        "**Fires when:** `kafka_health_pipeline_source_lag_records > 900000` for 10m;\n"
+        "`max_over_time(kafka_health_pipeline_source_lag_records[1h]) > 900000` too,\n"
+        "not `kafka_health_pipeline_source_lag_records` alone nor `kafka_health_up == 1`.")
+
+
+def test_every_alert_on_a_threshold_quotes_it_in_its_runbook() -> None:
+    build = _alerts_build()
+    for alert, fires_on in build.firing_signals(RULES_TEMPLATE.read_text()).items():
+        page = (RUNBOOKS / f"{alert}.md").read_text()
+        quoted = [s.id for s in fires_on if not build.quoted_condition(s).search(page)]
+        assert not quoted, f"{alert}.md quotes no condition on {quoted}"
 
 
 # --- the real tools ----------------------------------------------------------------------
