@@ -9,12 +9,12 @@ and thresholds stay consistent. Edit here, then run
 tests/dashboards/test_dashboards.py fails when the committed JSON differs from what
 this script produces.
 
-Metric names come from metrics_schemas/exported_metrics.yaml (the contract); the
-validator in tests/dashboards checks every expression against it.
-
-Thresholds live in THRESHOLDS below and match alerts/kafka-health.rules.yml:
+Every query and threshold comes from the signal catalog (metrics_schemas/signals.yaml),
+as the alert rules' expressions do (alerts/build.py): a panel wraps a signal's expression in
+its own aggregation and selector (q), and colours exactly the signal's bad values (steps).
 tests/dashboards checks that every single-series panel turns non-green exactly where its
-alert fires (change both together).
+alert fires, and every expression against the exported-series contract
+(metrics_schemas/exported_metrics.yaml).
 """
 
 from __future__ import annotations
@@ -23,62 +23,52 @@ import json
 import sys
 from pathlib import Path
 
+from streaming.signal_catalog import Signal, signal
+
 HERE = Path(__file__).resolve().parent
 
 DS = {"type": "prometheus", "uid": "${datasource}"}
 
 # --------------------------------------------------------------------------------------
-# Thresholds (Grafana steps are ">= value"; every count here is an integer, so ">= 1"
-# is "> 0").
+# Queries and thresholds, from the signal catalog
 # --------------------------------------------------------------------------------------
 RED, ORANGE, GREEN, BLUE = "red", "orange", "green", "blue"
 
-THRESHOLDS = {
-    # critical, paging
-    "under_min_isr": [(GREEN, None), (RED, 1)],
-    "unclean": [(GREEN, None), (RED, 1)],
-    "offline": [(GREEN, None), (RED, 1)],
-    "controllers": [(RED, None), (GREEN, 1), (RED, 2)],  # != 1 is red
-    "offline_log_dirs": [(GREEN, None), (RED, 1)],  # KafkaOfflineLogDirectory > 0
-    "fenced": [(GREEN, None), (RED, 1)],  # KafkaBrokerFenced when they still report
-    # warning
-    "under_replicated": [(GREEN, None), (ORANGE, 1)],
-    "unmatched_shrinks": [(GREEN, None), (ORANGE, 1)],
-    "request_queue": [(GREEN, None), (ORANGE, 0.8)],
-    "idle": [(ORANGE, None), (GREEN, 0.2)],  # request handler idle < 0.2 = saturated
-    "net_idle": [(ORANGE, None), (GREEN, 0.3)],  # network processor idle < 0.3
-    "headroom_ratio": [(ORANGE, None), (GREEN, 0.2)],
-    "days_to_ceiling": [(ORANGE, None), (GREEN, 30)],
-    "stale": [(GREEN, None), (ORANGE, 1)],
-    "sample_age_s": [(GREEN, None), (ORANGE, 180)],
-    "fd_ratio": [(GREEN, None), (ORANGE, 0.8)],
-    "incidents": [(GREEN, None), (ORANGE, 1)],
-    "at_min_isr": [(GREEN, None), (ORANGE, 1)],
-    "pipeline_up": [(RED, None), (GREEN, 1)],
-    "batch_age_s": [(GREEN, None), (ORANGE, 300)],  # KafkaHealthPipelineStalled > 300 s
-    "cluster_dark_s": [(GREEN, None), (RED, 120)],  # KafkaClusterDark > 120 s (pages)
-    "event_lag_s": [(GREEN, None), (ORANGE, 300)],
-    "source_lag_records": [(GREEN, None), (ORANGE, 500000)],  # KafkaHealthPipelineLagging
-    "dq_failures": [(GREEN, None), (ORANGE, 1)],
-    "quarantine_ratio": [(GREEN, None), (ORANGE, 0.01)],
-    "audit_findings": [(GREEN, None), (ORANGE, 1)],  # KafkaDurabilityAuditFinding > 0
-    "metadata_up": [(ORANGE, None), (GREEN, 1)],  # KafkaHealthMetadataUnavailable == 0
-    "metadata_age_s": [(GREEN, None), (ORANGE, 300)],  # its `for: 5m`
-    # KafkaBrokerMetadataUnhealthy (incidents.METADATA_LAG_LIMIT_MS), KafkaControllerChurn
-    # (incidents.CHURN_ELECTIONS), KafkaEligibleLeaderReplicaElection
-    "metadata_lag_ms": [(GREEN, None), (ORANGE, 30001)],
-    "metadata_errors": [(GREEN, None), (ORANGE, 1)],
-    "controller_churn": [(GREEN, None), (ORANGE, 3)],
-    "elr_elections": [(GREEN, None), (ORANGE, 1)],
-    "info": [(BLUE, None)],
-}
+
+def q(signal_id: str, selector: str = "") -> str:
+    """The signal's expression with `selector` on every series it names."""
+    return signal(signal_id).select(selector)
 
 
-def thresholds(name: str) -> dict:
-    return {
-        "mode": "absolute",
-        "steps": [{"color": c, "value": v} for c, v in THRESHOLDS[name]],
-    }
+def bad(signal_id: str, selector: str = "") -> str:
+    """The signal's bad values as a condition (`expr op value`)."""
+    found = signal(signal_id)
+    return f"{found.select(selector)} {found.bad}"
+
+
+def steps(found: Signal) -> list[tuple[str, float | None]]:
+    """Grafana threshold steps (each colours the values >= its own) that colour exactly the
+    signal's bad values; blue when none are bad."""
+    if found.bad is None:
+        return [(BLUE, None)]
+    op, value, color = found.bad.op, found.bad.value, found.bad.color
+    above = value + 1 if found.integer else value  # "> 0" of a count is ">= 1"
+    if op == ">":
+        return [(GREEN, None), (color, above)]
+    if op == ">=":
+        return [(GREEN, None), (color, value)]
+    if op == "<":
+        return [(color, None), (GREEN, value)]
+    if op == "!=" and found.integer:
+        return [(color, None), (GREEN, value), (color, value + 1)]
+    if op == "==" and found.integer and value in (0, 1):  # a 0/1 flag, or a count of them
+        return [(color, None), (GREEN, 1)] if value == 0 else [(GREEN, None), (color, 1)]
+    raise ValueError(f"signal {found.id!r}: no Grafana steps for `{found.bad}`")
+
+
+def thresholds(signal_id: str | None) -> dict:
+    pairs = [(BLUE, None)] if signal_id is None else steps(signal(signal_id))
+    return {"mode": "absolute", "steps": [{"color": c, "value": v} for c, v in pairs]}
 
 
 # --------------------------------------------------------------------------------------
@@ -134,7 +124,7 @@ def cluster_var(*, multi: bool = True) -> dict:
     return query_var(
         "cluster",
         "Cluster",
-        "label_values(kafka_health_brokers_reporting, cluster)",
+        f"label_values({q('brokers_reporting')}, cluster)",
         multi=multi,
         include_all=multi,
     )
@@ -144,7 +134,7 @@ def broker_var() -> dict:
     return query_var(
         "broker",
         "Broker",
-        'label_values(kafka_health_partitions{cluster=~"$cluster"}, broker)',
+        f"label_values({q('partitions', C)}, broker)",
         multi=True,
         include_all=True,
         sort=3,  # numerical ascending: broker ids
@@ -155,7 +145,7 @@ def instance_var() -> dict:
     return query_var(
         "instance",
         "Pipeline instance",
-        "label_values(kafka_health_pipeline_up, instance)",
+        f"label_values({q('pipeline_up')}, instance)",
         multi=True,
         include_all=True,
     )
@@ -178,7 +168,7 @@ def target(expr: str, legend: str = "__auto", ref: str = "A", *, instant: bool =
     }
 
 
-def _field_defaults(unit: str, thr: str, *, decimals: int | None = None, vmin=None, vmax=None,
+def _field_defaults(unit: str, thr: str | None, *, decimals: int | None = None, vmin=None, vmax=None,
                     mappings: list | None = None, no_value: str | None = None) -> dict:
     d: dict = {
         "color": {"mode": "thresholds"},
@@ -198,7 +188,7 @@ def _field_defaults(unit: str, thr: str, *, decimals: int | None = None, vmin=No
 
 
 def stat(title: str, description: str, targets: list[dict], *, unit: str = "short",
-         thr: str = "info", w: int = 4, h: int = 4, decimals: int | None = 0,
+         thr: str | None = None, w: int = 4, h: int = 4, decimals: int | None = 0,
          mappings: list | None = None, no_value: str | None = None,
          graph: bool = False, text_mode: str = "value_and_name", links: list | None = None) -> dict:
     p = {
@@ -230,7 +220,7 @@ def stat(title: str, description: str, targets: list[dict], *, unit: str = "shor
 
 
 def timeseries(title: str, description: str, targets: list[dict], *, unit: str = "short",
-               thr: str = "info", w: int = 12, h: int = 8, bars: bool = False,
+               thr: str | None = None, w: int = 12, h: int = 8, bars: bool = False,
                threshold_style: str = "off", vmin=0, vmax=None, decimals: int | None = None,
                overrides: list | None = None, no_value: str | None = None) -> dict:
     defaults = _field_defaults(unit, thr, decimals=decimals, vmin=vmin, vmax=vmax,
@@ -266,7 +256,7 @@ def timeseries(title: str, description: str, targets: list[dict], *, unit: str =
 
 
 def bargauge(title: str, description: str, targets: list[dict], *, unit: str = "short",
-             thr: str = "info", w: int = 12, h: int = 8, vmin=None, vmax=None,
+             thr: str | None = None, w: int = 12, h: int = 8, vmin=None, vmax=None,
              decimals: int | None = None) -> dict:
     return {
         "type": "bargauge",
@@ -331,7 +321,7 @@ def table(title: str, description: str, targets: list[dict], *, renames: dict[st
                 "color": {"mode": "thresholds"},
                 "custom": {"align": "auto", "cellOptions": {"type": "auto"}, "filterable": True},
                 "mappings": [],
-                "thresholds": thresholds("info"),
+                "thresholds": thresholds(None),
                 "unit": "short",
             },
             "overrides": columns,
@@ -455,8 +445,8 @@ def unclean_annotation(sel: str) -> dict:
         "hide": False,
         "iconColor": "red",
         "name": "Unclean leader election",
-        "expr": f"sum by (cluster, broker) "
-                f"(kafka_health_unclean_leader_elections_window_increase{{{sel}}}) > 0",
+        "expr": f"sum by (cluster, broker) ({q('unclean_elections', sel)}) "
+                f"{signal('unclean_elections').bad}",
         "step": "1m",
         "titleFormat": "Unclean leader election (data loss)",
         "textFormat": "cluster {{cluster}} broker {{broker}}",
@@ -489,151 +479,149 @@ def fleet() -> dict:
              "Partitions whose ISR is below min.insync.replicas, summed over the brokers that "
              "lead them (no double counting). Bad: anything > 0 (red) - producers with "
              "acks=all get NotEnoughReplicas for those partitions. Pages.",
-             [target(f"sum by (cluster) (kafka_health_under_min_isr_partitions{{{C}}})", by_c)],
+             [target(f"sum by (cluster) ({q('under_min_isr', C)})", by_c)],
              thr="under_min_isr"),
         stat("Offline partitions",
              "Partitions without a leader, as reported by the active controller. Bad: > 0 "
              "(red) - those partitions accept neither reads nor writes. Pages.",
-             [target(f"max by (cluster) (kafka_health_offline_partitions{{{C}}})", by_c)],
-             thr="offline"),
+             [target(f"max by (cluster) ({q('offline_partitions', C)})", by_c)],
+             thr="offline_partitions"),
         stat("Unclean elections (in time range)",
              "Largest unclean-leader-election window increase seen per broker during the "
              "selected time range, summed per cluster. Bad: > 0 (red) - an out-of-sync "
              "replica became leader and committed records were lost. Pages on the first one.",
              [target("sum by (cluster) (max_over_time("
-                     f"kafka_health_unclean_leader_elections_window_increase{{{C}}}[$__range]))",
+                     f"{q('unclean_elections', C)}[$__range]))",
                      by_c)],
-             thr="unclean"),
+             thr="unclean_elections"),
         stat("Active controllers",
              "Sum of ActiveControllerCount in the newest window. Healthy: exactly 1 (green). "
              "Bad: 0 (no controller: no leader elections, no metadata changes) or more than "
              "1 (split brain). Both red. Pages.",
-             [target(f"max by (cluster) (kafka_health_active_controllers{{{C}}})", by_c)],
-             thr="controllers"),
+             [target(f"max by (cluster) ({q('active_controllers', C)})", by_c)],
+             thr="active_controllers"),
         stat("Stale brokers",
              "Brokers that sent no samples for stale_after_intervals scrape intervals. Bad: "
              "> 0 (orange) - every other signal for those brokers is old; check the broker "
              "and its metrics exporter.",
-             [target(f"sum by (cluster) (kafka_health_broker_stale{{{C}}})", by_c)],
-             thr="stale"),
+             [target(f"sum by (cluster) ({q('broker_stale', C)})", by_c)],
+             thr="broker_stale"),
         stat("Open incidents",
              "Open incidents of every kind (under-min-ISR, offline partitions, unclean "
              "election, controller, saturation, stale broker). Bad: > 0 (orange); see the "
              "table below for the kinds. Shows 0 while the cluster reports but has no "
              "incident series.",
-             [target(f"sum by (cluster) (kafka_health_open_incidents{{{C}}}) "
-                     f"or sum by (cluster) (0 * kafka_health_brokers_reporting{{{C}}})", by_c)],
-             thr="incidents"),
+             [target(f"sum by (cluster) ({q('open_incidents', C)}) "
+                     f"or sum by (cluster) (0 * {q('brokers_reporting', C)})", by_c)],
+             thr="open_incidents"),
         row("Saturation and freshness (per cluster)"),
         stat("Brokers reporting",
              "Brokers with samples in the newest window. Bad: fewer than the cluster's "
              "broker count - compare with Stale brokers.",
-             [target(f"max by (cluster) (kafka_health_brokers_reporting{{{C}}})", by_c)]),
+             [target(f"max by (cluster) ({q('brokers_reporting', C)})", by_c)]),
         stat("Under-replicated partitions",
              "Partitions with ISR smaller than the replica set, summed per cluster. Bad: "
              "> 0 (orange) for longer than a broker restart; one more failure may take "
              "partitions under min ISR.",
-             [target(f"sum by (cluster) (kafka_health_under_replicated_partitions{{{C}}})",
+             [target(f"sum by (cluster) ({q('under_replicated', C)})",
                      by_c)],
              thr="under_replicated"),
         stat("Worst request queue utilization",
              "Highest RequestQueueSize / queued.max.requests of any broker. Bad: > 0.8 "
              "(orange) - at 1.0 the network threads stop reading from sockets.",
              [target("max by (cluster) "
-                     f"(kafka_health_request_queue_utilization_ratio{{{C}}})", by_c)],
+                     f"({q('request_queue', C)})", by_c)],
              unit="percentunit", thr="request_queue", decimals=1),
         stat("Lowest request handler idle",
              "Lowest request handler (I/O thread) idle fraction of any broker. Bad: < 0.2 "
              "(orange) - I/O threads are saturated and request latency rises.",
-             [target(f"min by (cluster) (kafka_health_request_handler_idle_ratio{{{C}}})",
+             [target(f"min by (cluster) ({q('request_handler_idle', C)})",
                      by_c)],
-             unit="percentunit", thr="idle", decimals=1),
+             unit="percentunit", thr="request_handler_idle", decimals=1),
         stat("Oldest broker sample",
              "Largest gap between the cluster's newest event time and a broker's newest "
              "sample. Bad: >= 180 s (orange) - that broker's signals are stale.",
              [target("max by (cluster) "
-                     f"(kafka_health_broker_last_sample_age_seconds{{{C}}})", by_c)],
-             unit="s", thr="sample_age_s"),
+                     f"({q('broker_sample_age', C)})", by_c)],
+             unit="s", thr="broker_sample_age"),
         stat("Cluster silent for",
              "Wall-clock seconds since the cluster's newest sample from any broker. Bad: "
              "> 120 s (red) - the whole cluster, or its one metrics shipper, went quiet; "
              "KafkaClusterDark pages while the pipeline itself runs.",
-             [target("time() - max by (cluster) (max_over_time("
-                     f"kafka_health_cluster_last_sample_timestamp_seconds{{{C}}}[1d]))", by_c)],
-             unit="s", thr="cluster_dark_s"),
+             [target(q("cluster_silence", C), by_c)],
+             unit="s", thr="cluster_silence"),
         stat("Pipeline last batch age",
              "Seconds since the kafka-health pipeline (all instances, not per cluster) "
              "finished a micro-batch. Bad: > 300 s (orange) - every panel here is stale. "
              "Keeps counting when the pipeline stops being scraped.",
-             [target("time() - max(last_over_time("
-                     "kafka_health_pipeline_last_batch_timestamp_seconds[1h]))", "last batch")],
-             unit="s", thr="batch_age_s", text_mode="value"),
+             [target(f"time() - max(last_over_time({q('last_batch')}[1h]))", "last batch")],
+             unit="s", thr="batch_age", text_mode="value"),
         row("KRaft: what the controller quorum knows (per cluster)"),
         stat("Offline log directories",
              "Failed log directories summed over the brokers (OfflineLogDirectoryCount). "
              "Bad: > 0 (red) - every replica in such a directory is offline on its broker "
              "until it restarts with the disk repaired. Pages.",
-             [target(f"sum by (cluster) (kafka_health_offline_log_directories{{{C}}})",
+             [target(f"sum by (cluster) ({q('offline_log_dirs', C)})",
                      by_c)],
              thr="offline_log_dirs"),
         stat("Fenced brokers",
              "Brokers the active controller has fenced (FencedBrokerCount). Bad: > 0 (red) - "
              "they lead nothing and leave every ISR; pages while their metrics still flow "
              "(more fenced than stale brokers).",
-             [target(f"max by (cluster) (kafka_health_fenced_brokers{{{C}}})", by_c)],
-             thr="fenced"),
+             [target(f"max by (cluster) ({q('fenced_brokers', C)})", by_c)],
+             thr="fenced_brokers"),
         stat("Active brokers",
              "Registered, unfenced brokers as the active controller sees them "
              "(ActiveBrokerCount). Bad: fewer than the cluster's brokers.",
-             [target(f"max by (cluster) (kafka_health_active_brokers{{{C}}})", by_c)]),
+             [target(f"max by (cluster) ({q('active_brokers', C)})", by_c)]),
         stat("Worst metadata lag",
              "How far behind the metadata log the slowest broker applies records. Healthy: "
              "under a second. Bad: over 30 s (orange) - it serves a stale view of leaders "
              "and ISRs.",
              [target("max by (cluster) "
-                     f"(kafka_health_metadata_lag_milliseconds{{{C}}})", by_c)],
-             unit="ms", thr="metadata_lag_ms"),
+                     f"({q('metadata_lag', C)})", by_c)],
+             unit="ms", thr="metadata_lag"),
         stat("Metadata errors",
              "Errors loading or applying the metadata log in the newest window, summed over "
              "the nodes. Bad: > 0 (orange).",
              [target("sum by (cluster) "
-                     f"(kafka_health_metadata_errors_window_increase{{{C}}})", by_c)],
+                     f"({q('metadata_errors', C)})", by_c)],
              thr="metadata_errors"),
         stat("Controller elections (5 min)",
              "New active controllers elected in the last 5 minutes, each once. One failover "
              "is 1 or 2. Bad: 3 or more (orange) - the controller keeps moving.",
-             [target(f"max by (cluster) (kafka_health_controller_elections_5m{{{C}}})",
+             [target(f"max by (cluster) ({q('controller_elections', C)})",
                      by_c)],
-             thr="controller_churn"),
+             thr="controller_elections"),
         stat("ELR elections",
              "Leaders elected from the eligible leader replicas (KIP-966) in the newest "
              "window. Not data loss (unclean elections are); bad: > 0 (orange) - the whole "
              "ISR of a partition had failed.",
              [target("max by (cluster) "
-                     f"(kafka_health_elr_elections_window_increase{{{C}}})", by_c)],
+                     f"({q('elr_elections', C)})", by_c)],
              thr="elr_elections"),
         stat("Preferred replica imbalance",
              "Partitions led by a replica other than their preferred one "
              "(PreferredReplicaImbalanceCount of the active controller). Informational: "
              "leadership concentrated on fewer brokers after restarts.",
-             [target(f"max by (cluster) (kafka_health_preferred_replica_imbalance{{{C}}})",
+             [target(f"max by (cluster) ({q('preferred_imbalance', C)})",
                      by_c)]),
         row("Open incidents"),
         table("Open incidents by kind",
               "Incidents open right now, per cluster and kind. Bad: any row. Empty when the "
               "fleet is healthy.",
-              [target(f"sum by (cluster, kind) (kafka_health_open_incidents{{{C}}}) > 0",
+              [target(f"sum by (cluster, kind) ({q('open_incidents', C)}) > 0",
                       instant=True, table=True)],
               renames={"cluster": "Cluster", "kind": "Kind", "Value": "Open"},
               order=["cluster", "kind", "Value"],
-              columns=[column("Open", thr="incidents", decimals=0)],
+              columns=[column("Open", thr="open_incidents", decimals=0)],
               sort_by="Open", sort_desc=True, w=8, h=8),
         timeseries("Open incidents over time",
                    "Open incidents per cluster and kind. Bad: a step up that does not come "
                    "back down; a saw-tooth means a flapping condition.",
-                   [target(f"sum by (cluster, kind) (kafka_health_open_incidents{{{C}}})",
+                   [target(f"sum by (cluster, kind) ({q('open_incidents', C)})",
                            "{{cluster}} {{kind}}")],
-                   thr="incidents", w=16, h=8, decimals=0),
+                   thr="open_incidents", w=16, h=8, decimals=0),
         row("Brokers by partition headroom"),
         table("Brokers by headroom (lowest first)",
               "Every broker, lowest headroom ratio first: the bound that limits it, partitions "
@@ -642,14 +630,14 @@ def fleet() -> dict:
               "days to ceiling < 30 (orange). Click a broker for the drill-down.",
               [
                   target("min by (cluster, broker, binding_bound) "
-                         f"(kafka_health_partition_headroom_ratio{{{C}}})",
+                         f"({q('headroom_ratio', C)})",
                          ref="A", instant=True, table=True),
-                  target(f"max by (cluster, broker) (kafka_health_partitions{{{C}}})",
+                  target(f"max by (cluster, broker) ({q('partitions', C)})",
                          ref="B", instant=True, table=True),
-                  target(f"min by (cluster, broker) (kafka_health_partition_headroom{{{C}}})",
+                  target(f"min by (cluster, broker) ({q('headroom', C)})",
                          ref="C", instant=True, table=True),
                   target("min by (cluster, broker) "
-                         f"(kafka_health_days_to_partition_ceiling{{{C}}})",
+                         f"({q('days_to_ceiling', C)})",
                          ref="D", instant=True, table=True),
               ],
               renames={"cluster": "Cluster", "broker": "Broker",
@@ -685,52 +673,51 @@ def broker() -> dict:
         stat("Freshness",
              "Whether the broker is sending samples. Bad: STALE (orange) - it sent nothing "
              "for stale_after_intervals scrape intervals; the rest of this page is old.",
-             [target(f"max by (broker) (kafka_health_broker_stale{{{CB}}})", b)],
-             thr="stale", mappings=value_map([(0, "fresh", GREEN), (1, "STALE", ORANGE)])),
+             [target(f"max by (broker) ({q('broker_stale', CB)})", b)],
+             thr="broker_stale", mappings=value_map([(0, "fresh", GREEN), (1, "STALE", ORANGE)])),
         stat("Last sample age",
              "Seconds between the cluster's newest event time and this broker's newest "
              "sample. Bad: >= 180 s (orange).",
-             [target(f"max by (broker) (kafka_health_broker_last_sample_age_seconds{{{CB}}})",
+             [target(f"max by (broker) ({q('broker_sample_age', CB)})",
                      b)],
-             unit="s", thr="sample_age_s"),
+             unit="s", thr="broker_sample_age"),
         stat("Under-min-ISR (led)",
              "Partitions this broker leads whose ISR is below min.insync.replicas. Bad: > 0 "
              "(red): acks=all produce fails for them. Pages.",
-             [target(f"max by (broker) (kafka_health_under_min_isr_partitions{{{CB}}})", b)],
+             [target(f"max by (broker) ({q('under_min_isr', CB)})", b)],
              thr="under_min_isr"),
         stat("Unclean elections (window)",
              "Unclean leader elections on this broker in the newest window. Bad: > 0 (red) "
              "- data loss. Pages.",
              [target("max by (broker) "
-                     f"(kafka_health_unclean_leader_elections_window_increase{{{CB}}})", b)],
-             thr="unclean"),
+                     f"({q('unclean_elections', CB)})", b)],
+             thr="unclean_elections"),
         stat("Request queue utilization",
              "RequestQueueSize / queued.max.requests. Bad: > 0.8 (orange); at 1.0 the "
              "network threads block.",
              [target("max by (broker) "
-                     f"(kafka_health_request_queue_utilization_ratio{{{CB}}})", b)],
+                     f"({q('request_queue', CB)})", b)],
              unit="percentunit", thr="request_queue", decimals=1),
         stat("File descriptors used",
              "Open / max file descriptors of the broker JVM. Bad: >= 0.8 (orange) - at the "
              "limit the broker cannot open segments or accept connections.",
-             [target(f"max by (broker) (kafka_health_open_file_descriptors{{{CB}}} / "
-                     f"kafka_health_max_file_descriptors{{{CB}}})", b)],
-             unit="percentunit", thr="fd_ratio", decimals=1),
+             [target(f"max by (broker) ({q('fd_utilization', CB)})", b)],
+             unit="percentunit", thr="fd_utilization", decimals=1),
         row("Replication"),
         timeseries("Under-min-ISR partitions",
                    "Partitions led by the broker with ISR below min.insync.replicas. Bad: "
                    "above the red line (> 0).",
-                   [target(f"kafka_health_under_min_isr_partitions{{{CB}}}", b)],
+                   [target(f"{q('under_min_isr', CB)}", b)],
                    thr="under_min_isr", threshold_style="line", w=8, decimals=0),
         timeseries("At-min-ISR partitions",
                    "Partitions led by the broker whose ISR equals min.insync.replicas. Bad: "
                    "> 0 (orange) - one more replica loss blocks acks=all producers.",
-                   [target(f"kafka_health_at_min_isr_partitions{{{CB}}}", b)],
+                   [target(f"{q('at_min_isr', CB)}", b)],
                    thr="at_min_isr", threshold_style="line", w=8, decimals=0),
         timeseries("Under-replicated partitions",
                    "Partitions led by the broker with ISR smaller than the replica set. Bad: "
                    "> 0 (orange) for longer than a restart or reassignment.",
-                   [target(f"kafka_health_under_replicated_partitions{{{CB}}}", b)],
+                   [target(f"{q('under_replicated', CB)}", b)],
                    thr="under_replicated", threshold_style="line", w=8, decimals=0),
         timeseries("ISR shrinks vs expands (per window)",
                    "ISR shrinks and expands in each window. Healthy: shrinks are followed by "
@@ -738,102 +725,101 @@ def broker() -> dict:
                    "without expands, or a steady stream of both (flapping followers). "
                    "Expands alone follow a broker's restart: the controller took its "
                    "replicas out of the ISR, which no broker counts as a shrink.",
-                   [target(f"kafka_health_isr_shrinks_window_increase{{{CB}}}",
+                   [target(f"{q('isr_shrinks', CB)}",
                            "{{broker}} shrinks", "A"),
-                    target(f"kafka_health_isr_expands_window_increase{{{CB}}}",
+                    target(f"{q('isr_expands', CB)}",
                            "{{broker}} expands", "B")],
                    bars=True, w=8, decimals=0),
         timeseries("Unmatched ISR shrinks",
                    "ISR shrinks not followed by an expand within the configured time. Bad: "
                    "> 0 (orange) - a replica left the ISR and did not come back.",
-                   [target(f"kafka_health_isr_churn_unmatched_shrinks{{{CB}}}", b)],
+                   [target(f"{q('unmatched_shrinks', CB)}", b)],
                    thr="unmatched_shrinks", threshold_style="line", w=8, decimals=0),
         timeseries("Unclean leader elections (per window)",
                    "Unclean leader elections per window. Bad: any bar (red) - committed "
                    "records were lost.",
-                   [target(f"kafka_health_unclean_leader_elections_window_increase{{{CB}}}",
+                   [target(f"{q('unclean_elections', CB)}",
                            b)],
-                   thr="unclean", threshold_style="line", bars=True, w=8, decimals=0),
+                   thr="unclean_elections", threshold_style="line", bars=True, w=8, decimals=0),
         row("Request plane"),
         timeseries("Request queue utilization",
                    "RequestQueueSize / queued.max.requests (max per window). Bad: above the "
                    "orange line (0.8); at 1.0 network threads stop reading.",
-                   [target(f"kafka_health_request_queue_utilization_ratio{{{CB}}}", b)],
+                   [target(f"{q('request_queue', CB)}", b)],
                    unit="percentunit", thr="request_queue", threshold_style="line", vmax=1,
                    w=6),
         timeseries("Response queue size",
                    "ResponseQueueSize (max per window). Bad: growing steadily - network "
                    "threads cannot send responses as fast as handlers produce them.",
-                   [target(f"kafka_health_response_queue_size{{{CB}}}", b)], w=6),
+                   [target(f"{q('response_queue', CB)}", b)], w=6),
         timeseries("Request handler idle",
                    "Request handler (I/O thread) idle fraction, min per window. Bad: below "
                    "the orange line (0.2) - I/O threads saturated.",
-                   [target(f"kafka_health_request_handler_idle_ratio{{{CB}}}", b)],
-                   unit="percentunit", thr="idle", threshold_style="line", vmax=1, w=6),
+                   [target(f"{q('request_handler_idle', CB)}", b)],
+                   unit="percentunit", thr="request_handler_idle", threshold_style="line", vmax=1, w=6),
         timeseries("Network processor idle",
                    "Network processor idle fraction, min per window (can read slightly above "
                    "1). Bad: below the orange line (0.3) - network threads saturated.",
-                   [target(f"kafka_health_network_processor_idle_ratio{{{CB}}}", b)],
-                   unit="percentunit", thr="net_idle", threshold_style="line", w=6),
+                   [target(f"{q('network_idle', CB)}", b)],
+                   unit="percentunit", thr="network_idle", threshold_style="line", w=6),
         row("File descriptors"),
         timeseries("Open vs max file descriptors",
                    "Open file descriptors of the broker JVM against its limit (dashed). Bad: "
                    "open approaching max.",
-                   [target(f"kafka_health_open_file_descriptors{{{CB}}}", "{{broker}} open",
+                   [target(f"{q('open_fds', CB)}", "{{broker}} open",
                            "A"),
-                    target(f"kafka_health_max_file_descriptors{{{CB}}}", "{{broker}} max",
+                    target(f"{q('max_fds', CB)}", "{{broker}} max",
                            "B")],
                    overrides=[dashed_override("max$")]),
         timeseries("File descriptor utilization",
                    "Open / max file descriptors. Bad: above the orange line (0.8).",
-                   [target(f"kafka_health_open_file_descriptors{{{CB}}} / "
-                           f"kafka_health_max_file_descriptors{{{CB}}}", b)],
-                   unit="percentunit", thr="fd_ratio", threshold_style="line", vmax=1),
+                   [target(q("fd_utilization", CB), b)],
+                   unit="percentunit", thr="fd_utilization", threshold_style="line", vmax=1),
         row("Partitions and leaders against the ceilings"),
         timeseries("Partitions vs ceiling per bound",
                    "Partitions hosted (solid) against each bound's ceiling (dashed: mmap, "
                    "file descriptors, recovery, guard rails). Bad: the solid line approaching "
                    "the lowest dashed one.",
-                   [target(f"kafka_health_partitions{{{CB}}}", "{{broker}} partitions", "A"),
-                    target(f"kafka_health_partition_ceiling{{{CB}}}",
+                   [target(f"{q('partitions', CB)}", "{{broker}} partitions", "A"),
+                    target(f"{q('partition_ceiling', CB)}",
                            "{{broker}} ceiling {{bound}}", "B")],
                    overrides=[dashed_override("ceiling")]),
         timeseries("Leaders vs recovery ceiling",
                    "Partition leaders on the broker against the recovery bound (failover "
                    "budget / time per leader election, dashed). Bad: leaders near the "
                    "recovery ceiling - a failover of this broker would exceed the budget.",
-                   [target(f"kafka_health_leaders{{{CB}}}", "{{broker}} leaders", "A"),
-                    target(f'kafka_health_partition_ceiling{{{CB},bound="recovery"}}',
+                   [target(f"{q('leaders', CB)}", "{{broker}} leaders", "A"),
+                    target(q("partition_ceiling", CB + ',bound="recovery"'),
                            "{{broker}} recovery ceiling", "B")],
                    overrides=[dashed_override("ceiling")]),
         timeseries("Headroom ratio",
                    "(binding ceiling - partitions) / binding ceiling; the legend names the "
                    "binding bound. Bad: below the orange line (0.2), below 0 past the ceiling.",
-                   [target(f"kafka_health_partition_headroom_ratio{{{CB}}}",
+                   [target(f"{q('headroom_ratio', CB)}",
                            "{{broker}} ({{binding_bound}})")],
                    unit="percentunit", thr="headroom_ratio", threshold_style="line",
                    vmin=None),
         timeseries("Days to partition ceiling",
                    "Days until the binding ceiling at the observed growth. Bad: < 30 "
                    "(orange). No data when partitions are not growing.",
-                   [target(f"kafka_health_days_to_partition_ceiling{{{CB}}}", b)],
+                   [target(f"{q('days_to_ceiling', CB)}", b)],
                    unit="d", thr="days_to_ceiling", threshold_style="line",
                    no_value="not growing"),
         row("Cluster context"),
         timeseries("Active controllers",
                    "ActiveControllerCount summed over the cluster. Bad: anything but 1 (red).",
-                   [target(f"max by (cluster) (kafka_health_active_controllers{{{C}}})",
+                   [target(f"max by (cluster) ({q('active_controllers', C)})",
                            "{{cluster}}")],
-                   thr="controllers", threshold_style="line", w=8, decimals=0),
+                   thr="active_controllers", threshold_style="line", w=8, decimals=0),
         timeseries("Offline partitions",
                    "Partitions without a leader in the cluster. Bad: > 0 (red).",
-                   [target(f"max by (cluster) (kafka_health_offline_partitions{{{C}}})",
+                   [target(f"max by (cluster) ({q('offline_partitions', C)})",
                            "{{cluster}}")],
-                   thr="offline", threshold_style="line", w=8, decimals=0),
+                   thr="offline_partitions", threshold_style="line", w=8, decimals=0),
         timeseries("Brokers reporting",
                    "Brokers with samples in the newest window. Bad: a drop - a broker is down "
                    "or its metrics stopped.",
-                   [target(f"max by (cluster) (kafka_health_brokers_reporting{{{C}}})",
+                   [target(f"max by (cluster) ({q('brokers_reporting', C)})",
                            "{{cluster}}")],
                    w=8, decimals=0),
     ]
@@ -864,49 +850,49 @@ def durability() -> dict:
         stat("Under-min-ISR partitions",
              "Partitions with ISR below min.insync.replicas. Bad: > 0 (red) - acks=all "
              "writes to them fail. Pages.",
-             [target(f"sum by (cluster) (kafka_health_under_min_isr_partitions{{{CB}}})",
+             [target(f"sum by (cluster) ({q('under_min_isr', CB)})",
                      by_c)], thr="under_min_isr", w=4),
         stat("At-min-ISR partitions",
              "Partitions whose ISR equals min.insync.replicas. Bad: > 0 (orange) - one more "
              "replica loss and they go under min ISR.",
-             [target(f"sum by (cluster) (kafka_health_at_min_isr_partitions{{{CB}}})",
+             [target(f"sum by (cluster) ({q('at_min_isr', CB)})",
                      by_c)], thr="at_min_isr", w=4),
         stat("Under-replicated partitions",
              "Partitions with ISR smaller than the replica set. Bad: > 0 (orange) beyond a "
              "rolling restart.",
-             [target(f"sum by (cluster) (kafka_health_under_replicated_partitions{{{CB}}})",
+             [target(f"sum by (cluster) ({q('under_replicated', CB)})",
                      by_c)], thr="under_replicated", w=4),
         stat("Unclean elections (in time range)",
              "Peak unclean-election window increase per broker over the time range, summed. "
              "Bad: > 0 (red) - data loss happened. Pages.",
              [target("sum by (cluster) (max_over_time("
-                     f"kafka_health_unclean_leader_elections_window_increase{{{CB}}}[$__range]))",
-                     by_c)], thr="unclean", w=4),
+                     f"{q('unclean_elections', CB)}[$__range]))",
+                     by_c)], thr="unclean_elections", w=4),
         stat("Offline partitions",
              "Partitions without a leader (from the active controller). Bad: > 0 (red). "
              "Pages.",
-             [target(f"max by (cluster) (kafka_health_offline_partitions{{{C}}})", by_c)],
-             thr="offline", w=4),
+             [target(f"max by (cluster) ({q('offline_partitions', C)})", by_c)],
+             thr="offline_partitions", w=4),
         stat("Active controllers",
              "ActiveControllerCount summed over the cluster. Healthy: 1. Bad: 0 or > 1 "
              "(red). Pages.",
-             [target(f"max by (cluster) (kafka_health_active_controllers{{{C}}})", by_c)],
-             thr="controllers", w=4),
+             [target(f"max by (cluster) ({q('active_controllers', C)})", by_c)],
+             thr="active_controllers", w=4),
         row("Over time"),
         timeseries("Under-min-ISR partitions by broker",
                    "Partitions each broker leads with ISR below min.insync.replicas. Bad: any "
                    "line above the red threshold (> 0).",
-                   [target(f"kafka_health_under_min_isr_partitions{{{CB}}}", cb)],
+                   [target(f"{q('under_min_isr', CB)}", cb)],
                    thr="under_min_isr", threshold_style="line", w=8, decimals=0),
         timeseries("At-min-ISR partitions by broker",
                    "Partitions each broker leads with ISR exactly at min.insync.replicas. "
                    "Bad: > 0 (orange) - no margin left.",
-                   [target(f"kafka_health_at_min_isr_partitions{{{CB}}}", cb)],
+                   [target(f"{q('at_min_isr', CB)}", cb)],
                    thr="at_min_isr", threshold_style="line", w=8, decimals=0),
         timeseries("Under-replicated partitions by broker",
                    "Partitions each broker leads with ISR smaller than the replica set. Bad: "
                    "> 0 (orange) for more than a restart.",
-                   [target(f"kafka_health_under_replicated_partitions{{{CB}}}", cb)],
+                   [target(f"{q('under_replicated', CB)}", cb)],
                    thr="under_replicated", threshold_style="line", w=8, decimals=0),
         timeseries("ISR shrinks vs expands (per window, per cluster)",
                    "ISR shrinks and expands per window summed per cluster. Healthy: shrinks "
@@ -914,49 +900,49 @@ def durability() -> dict:
                    "for good) or constant churn of both (flapping followers). Expands alone "
                    "follow a broker's restart (the controller's ISR removals count no shrink).",
                    [target("sum by (cluster) "
-                           f"(kafka_health_isr_shrinks_window_increase{{{CB}}})",
+                           f"({q('isr_shrinks', CB)})",
                            "{{cluster}} shrinks", "A"),
                     target("sum by (cluster) "
-                           f"(kafka_health_isr_expands_window_increase{{{CB}}})",
+                           f"({q('isr_expands', CB)})",
                            "{{cluster}} expands", "B")],
                    bars=True, w=8, decimals=0),
         timeseries("Unmatched ISR shrinks by broker",
                    "ISR shrinks not followed by an expand within the configured time. Bad: "
                    "> 0 (orange).",
-                   [target(f"kafka_health_isr_churn_unmatched_shrinks{{{CB}}}", cb)],
+                   [target(f"{q('unmatched_shrinks', CB)}", cb)],
                    thr="unmatched_shrinks", threshold_style="line", w=8, decimals=0),
         timeseries("Unclean leader elections by broker",
                    "Unclean leader elections per window. Bad: any bar (red) - data loss.",
-                   [target(f"kafka_health_unclean_leader_elections_window_increase{{{CB}}}",
+                   [target(f"{q('unclean_elections', CB)}",
                            cb)],
-                   thr="unclean", threshold_style="line", bars=True, w=8, decimals=0),
+                   thr="unclean_elections", threshold_style="line", bars=True, w=8, decimals=0),
         timeseries("Offline partitions",
                    "Partitions without a leader per cluster. Bad: > 0 (red).",
-                   [target(f"max by (cluster) (kafka_health_offline_partitions{{{C}}})", by_c)],
-                   thr="offline", threshold_style="line", w=12, decimals=0),
+                   [target(f"max by (cluster) ({q('offline_partitions', C)})", by_c)],
+                   thr="offline_partitions", threshold_style="line", w=12, decimals=0),
         timeseries("Active controllers",
                    "ActiveControllerCount per cluster. Bad: anything but 1 (red band).",
-                   [target(f"max by (cluster) (kafka_health_active_controllers{{{C}}})", by_c)],
-                   thr="controllers", threshold_style="area", w=12, decimals=0),
+                   [target(f"max by (cluster) ({q('active_controllers', C)})", by_c)],
+                   thr="active_controllers", threshold_style="area", w=12, decimals=0),
         row("Per broker now"),
         table("Durability per broker",
               "Every broker's replication state in the newest window. Bad: red cells "
               "(under-min-ISR, unclean elections) page; orange cells (at-min-ISR, "
               "under-replicated, unmatched shrinks) warn. Click a broker for the drill-down.",
               [target("max by (cluster, broker) "
-                      f"(kafka_health_under_min_isr_partitions{{{CB}}})",
+                      f"({q('under_min_isr', CB)})",
                       ref="A", instant=True, table=True),
                target("max by (cluster, broker) "
-                      f"(kafka_health_at_min_isr_partitions{{{CB}}})",
+                      f"({q('at_min_isr', CB)})",
                       ref="B", instant=True, table=True),
                target("max by (cluster, broker) "
-                      f"(kafka_health_under_replicated_partitions{{{CB}}})",
+                      f"({q('under_replicated', CB)})",
                       ref="C", instant=True, table=True),
                target("max by (cluster, broker) "
-                      f"(kafka_health_isr_churn_unmatched_shrinks{{{CB}}})",
+                      f"({q('unmatched_shrinks', CB)})",
                       ref="D", instant=True, table=True),
                target("max by (cluster, broker) "
-                      f"(kafka_health_unclean_leader_elections_window_increase{{{CB}}})",
+                      f"({q('unclean_elections', CB)})",
                       ref="E", instant=True, table=True)],
               renames={"cluster": "Cluster", "broker": "Broker",
                        "Value #A": "Under-min-ISR", "Value #B": "At-min-ISR",
@@ -965,7 +951,7 @@ def durability() -> dict:
               order=["cluster", "broker", "Value #A", "Value #E", "Value #B", "Value #C",
                      "Value #D"],
               columns=[column("Under-min-ISR", thr="under_min_isr", decimals=0),
-                       column("Unclean elections", thr="unclean", decimals=0),
+                       column("Unclean elections", thr="unclean_elections", decimals=0),
                        column("At-min-ISR", thr="at_min_isr", decimals=0),
                        column("Under-replicated", thr="under_replicated", decimals=0),
                        column("Unmatched shrinks", thr="unmatched_shrinks", decimals=0),
@@ -977,25 +963,24 @@ def durability() -> dict:
              "the latest Admin API poll: min.insync.replicas above RF, RF below 3, "
              "min.insync.replicas 1, unclean election enabled, racks. Bad: > 0 (orange). "
              "The durability_audit table names each topic and partition.",
-             [target(f"sum by (cluster) (kafka_health_durability_audit_findings{{{C}}})",
+             [target(f"sum by (cluster) ({q('audit_findings', C)})",
                      by_c)], thr="audit_findings", w=6),
         stat("Admin API reachable",
              "Whether the latest poll of the cluster's Admin API succeeded. Bad: DOWN "
              "(orange) - audit findings and causes are as of the last success.",
-             [target(f"min by (cluster) (kafka_health_metadata_up{{{C}}})", by_c)],
+             [target(f"min by (cluster) ({q('metadata_up', C)})", by_c)],
              thr="metadata_up", w=6,
              mappings=value_map([(0, "DOWN", ORANGE), (1, "UP", GREEN)])),
         stat("Since the last Admin API poll",
              "Seconds since the latest successful poll (every 30 s by default). Bad: over "
              "5 minutes (orange).",
-             [target("time() - max by (cluster) "
-                     f"(kafka_health_metadata_last_success_timestamp_seconds{{{C}}})", by_c)],
-             unit="s", thr="metadata_age_s", w=6),
+             [target(f"time() - max by (cluster) ({q('metadata_last_success', C)})", by_c)],
+             unit="s", thr="metadata_poll_age", w=6),
         table("Admin API errors",
               "The class of the failing poll: unreachable (no broker answers), unauthorized "
               "(authentication or ACLs), timeout, misconfigured (client settings), error. "
               "Empty while the polls succeed.",
-              [target(f"max by (cluster, error) (kafka_health_metadata_error{{{C}}})",
+              [target(f"max by (cluster, error) ({q('metadata_error', C)})",
                       ref="A", instant=True, table=True)],
               renames={"cluster": "Cluster", "error": "Error"},
               order=["cluster", "error"], columns=[], w=6, h=4),
@@ -1003,7 +988,7 @@ def durability() -> dict:
               "Findings per rule in the latest successful poll; 0 rows are rules with "
               "none. Bad: orange cells. The runbook KafkaDurabilityAuditFinding says what "
               "each rule means and how to fix it.",
-              [target(f"max by (cluster, rule) (kafka_health_durability_audit_findings{{{C}}})",
+              [target(f"max by (cluster, rule) ({q('audit_findings', C)})",
                       ref="A", instant=True, table=True)],
               renames={"cluster": "Cluster", "rule": "Rule", "Value #A": "Findings"},
               order=["cluster", "rule", "Value #A"],
@@ -1015,7 +1000,7 @@ def durability() -> dict:
               "The broker to look at is this one, not the leader that reports the "
               "partitions. Empty while every partition is healthy.",
               [target("max by (cluster, kind, broker) "
-                      f"(kafka_health_metadata_cause_broker_partitions{{{C}}})",
+                      f"({q('cause_broker_partitions', C)})",
                       ref="A", instant=True, table=True)],
               renames={"cluster": "Cluster", "kind": "Kind", "broker": "Broker",
                        "Value #A": "Partitions missing it"},
@@ -1031,7 +1016,7 @@ def durability() -> dict:
               "API reachable). From the latest successful poll; empty while every "
               "partition is healthy.",
               [target("max by (cluster, kind, leader, cause) "
-                      f"(kafka_health_metadata_cause_info{{{C}}})",
+                      f"({q('cause_info', C)})",
                       ref="A", instant=True, table=True)],
               renames={"cluster": "Cluster", "kind": "Kind", "leader": "Leader",
                        "cause": "Cause"},
@@ -1058,40 +1043,40 @@ def headroom() -> dict:
         stat("Lowest headroom ratio",
              "Smallest (binding ceiling - partitions) / binding ceiling over the selected "
              "brokers. Bad: < 0.2 (orange); below 0 a broker is past its ceiling.",
-             [target(f"min(kafka_health_partition_headroom_ratio{{{CB}}})", "lowest")],
+             [target(f"min({q('headroom_ratio', CB)})", "lowest")],
              unit="percentunit", thr="headroom_ratio", decimals=1, w=6, text_mode="value"),
         stat("Soonest ceiling",
              "Fewest days until a selected broker reaches its binding ceiling at the observed "
              "growth. Bad: < 30 days (orange). 'not growing' when no broker's "
              "partition count grows.",
-             [target(f"min(kafka_health_days_to_partition_ceiling{{{CB}}})", "soonest")],
+             [target(f"min({q('days_to_ceiling', CB)})", "soonest")],
              unit="d", thr="days_to_ceiling", decimals=0, w=6, no_value="not growing",
              text_mode="value"),
         stat("Brokers under 20% headroom",
              "How many selected brokers have a headroom ratio below 0.2. Bad: > 0 (orange).",
-             [target(f"count(kafka_health_partition_headroom_ratio{{{CB}}} < 0.2) "
-                     f"or 0 * count(kafka_health_partition_headroom_ratio{{{CB}}})",
+             [target(f"count({bad('headroom_ratio', CB)}) "
+                     f"or 0 * count({q('headroom_ratio', CB)})",
                      "brokers")],
-             thr="incidents", w=6, text_mode="value"),
+             thr="open_incidents", w=6, text_mode="value"),
         stat("Partitions hosted (selected brokers)",
              "Total partition replicas on the selected brokers. Context for the ceilings.",
-             [target(f"sum(kafka_health_partitions{{{CB}}})", "partitions")],
+             [target(f"sum({q('partitions', CB)})", "partitions")],
              w=6, text_mode="value"),
         table("Binding bound per broker",
               "For each broker the bound that limits it, its ceiling, the partitions it "
               "hosts, the headroom and days until the ceiling. Lowest ratio first. Bad: ratio "
               "< 0.2 (orange; below 0 past the ceiling); days < 30 (orange).",
               [target("min by (cluster, broker, binding_bound) "
-                      f"(kafka_health_partition_headroom_ratio{{{CB}}})",
+                      f"({q('headroom_ratio', CB)})",
                       ref="A", instant=True, table=True),
-               target(f"min by (cluster, broker) (kafka_health_partition_ceiling{{{CB}}})",
+               target(f"min by (cluster, broker) ({q('partition_ceiling', CB)})",
                       ref="B", instant=True, table=True),
-               target(f"max by (cluster, broker) (kafka_health_partitions{{{CB}}})",
+               target(f"max by (cluster, broker) ({q('partitions', CB)})",
                       ref="C", instant=True, table=True),
-               target(f"min by (cluster, broker) (kafka_health_partition_headroom{{{CB}}})",
+               target(f"min by (cluster, broker) ({q('headroom', CB)})",
                       ref="D", instant=True, table=True),
                target("min by (cluster, broker) "
-                      f"(kafka_health_days_to_partition_ceiling{{{CB}}})",
+                      f"({q('days_to_ceiling', CB)})",
                       ref="E", instant=True, table=True)],
               renames={"cluster": "Cluster", "broker": "Broker",
                        "binding_bound": "Binding bound", "Value #A": "Headroom ratio",
@@ -1109,7 +1094,7 @@ def headroom() -> dict:
         bargauge("Headroom ratio per broker",
                  "Headroom ratio of each broker. Bad: orange bars (< 0.2), red (< 0).",
                  [target(f"min by (cluster, broker) "
-                         f"(kafka_health_partition_headroom_ratio{{{CB}}})", cb,
+                         f"({q('headroom_ratio', CB)})", cb,
                          instant=True)],
                  unit="percentunit", thr="headroom_ratio", vmin=0, vmax=1, decimals=1,
                  w=10, h=10),
@@ -1120,7 +1105,7 @@ def headroom() -> dict:
               "binds. Bad: a bound far below the others that nobody expected (e.g. mmap "
               "from a low vm.max_map_count).",
               [target("min by (cluster, broker, bound) "
-                      f"(kafka_health_partition_ceiling{{{CB}}})",
+                      f"({q('partition_ceiling', CB)})",
                       instant=True, table=True)],
               renames={"cluster": "Cluster", "broker": "Broker", "bound": "Bound",
                        "Value": "Ceiling"},
@@ -1130,36 +1115,36 @@ def headroom() -> dict:
         timeseries("Ceiling per bound over time",
                    "Each bound's ceiling per broker. Bad: a bound dropping (more segments per "
                    "partition for mmap, more FDs per partition, a lower guard rail).",
-                   [target(f"kafka_health_partition_ceiling{{{CB}}}",
+                   [target(f"{q('partition_ceiling', CB)}",
                            "{{cluster}}/{{broker}} {{bound}}")],
                    w=14, h=10, decimals=0),
         row("Trend"),
         timeseries("Partitions vs binding ceiling",
                    "Partitions hosted (solid) against the binding (lowest) ceiling (dashed). "
                    "Bad: the lines converging.",
-                   [target(f"kafka_health_partitions{{{CB}}}", "{{cluster}}/{{broker}} "
+                   [target(f"{q('partitions', CB)}", "{{cluster}}/{{broker}} "
                            "partitions", "A"),
                     target("min by (cluster, broker) "
-                           f"(kafka_health_partition_ceiling{{{CB}}})",
+                           f"({q('partition_ceiling', CB)})",
                            "{{cluster}}/{{broker}} binding ceiling", "B")],
                    overrides=[dashed_override("ceiling")], w=12, decimals=0),
         timeseries("Headroom ratio over time",
                    "Headroom ratio per broker; the legend names the binding bound. Bad: below "
                    "the orange line (0.2).",
-                   [target(f"kafka_health_partition_headroom_ratio{{{CB}}}",
+                   [target(f"{q('headroom_ratio', CB)}",
                            "{{cluster}}/{{broker}} ({{binding_bound}})")],
                    unit="percentunit", thr="headroom_ratio", threshold_style="line",
                    vmin=None, w=12),
         timeseries("Days to partition ceiling",
                    "Days until the binding ceiling at the observed growth. Bad: below 30 "
                    "(orange). No data while partitions are not growing.",
-                   [target(f"kafka_health_days_to_partition_ceiling{{{CB}}}", cb)],
+                   [target(f"{q('days_to_ceiling', CB)}", cb)],
                    unit="d", thr="days_to_ceiling", threshold_style="line", w=12,
                    no_value="not growing"),
         timeseries("Partition growth (per day, 1 h trend)",
                    "Rate of change of partitions hosted, extrapolated to a day from the last "
                    "hour. Bad: sustained growth on brokers with little headroom.",
-                   [target(f"deriv(kafka_health_partitions{{{CB}}}[1h]) * 86400", cb)],
+                   [target(q("partition_growth", CB), cb)],
                    vmin=None, w=12),
     ]
     return dashboard(
@@ -1176,87 +1161,78 @@ def headroom() -> dict:
 # --------------------------------------------------------------------------------------
 def pipeline() -> dict:
     inst = "{{instance}}"
-    quarantined_rate = (f"sum(rate(kafka_health_pipeline_quarantined_records_total{{{I}}}"
-                        "[$__rate_interval]))")
-    input_rate = (f"sum(rate(kafka_health_pipeline_input_records_total{{{I}}}"
-                  "[$__rate_interval]))")
     items = [
         row("Now"),
         stat("Pipeline up",
              "1 while the streaming query runs. Bad: DOWN (red), or no data - the pipeline "
              "is not being scraped at all (see last batch age).",
-             [target(f"min(kafka_health_pipeline_up{{{I}}})", "up")],
+             [target(f"min({q('pipeline_up', I)})", "up")],
              thr="pipeline_up", mappings=value_map([(0, "DOWN", RED), (1, "UP", GREEN)]),
              text_mode="value", w=4),
         stat("Last batch age",
              "Seconds since the last micro-batch finished (keeps counting after the "
              "pipeline stops being scraped). Bad: > 300 s (orange) - dashboards and alerts "
              "downstream are stale.",
-             [target("time() - max(last_over_time("
-                     f"kafka_health_pipeline_last_batch_timestamp_seconds{{{I}}}[1h]))",
-                     "age")],
-             unit="s", thr="batch_age_s", text_mode="value", w=4),
+             [target(f"time() - max(last_over_time({q('last_batch', I)}[1h]))", "age")],
+             unit="s", thr="batch_age", text_mode="value", w=4),
         stat("Event-time lag",
              "Now minus the newest sample event time seen. Bad: >= 300 s (orange) - the "
              "pipeline (or the brokers' metric reporters) fall behind.",
-             [target("time() - max(kafka_health_pipeline_newest_event_timestamp_seconds"
-                     f"{{{I}}})", "lag")],
-             unit="s", thr="event_lag_s", text_mode="value", w=4),
+             [target(f"time() - max({q('newest_event', I)})", "lag")],
+             unit="s", thr="event_lag", text_mode="value", w=4),
         stat("Source lag",
              "Records behind the end of the metrics topics after the last batch. Bad: "
              "> 500k (orange) for minutes, and growing.",
-             [target(f"sum(kafka_health_pipeline_source_lag_records{{{I}}})", "records")],
-             thr="source_lag_records", text_mode="value", w=4),
+             [target(f"sum({q('source_lag', I)})", "records")],
+             thr="source_lag", text_mode="value", w=4),
         stat("Quarantined (time range)",
              "Records sent to quarantine during the time range. Bad: > 0 means malformed "
              "input; check the quarantine table for the reason. 0 while no record was "
              "quarantined.",
-             [target(f"sum(increase(kafka_health_pipeline_quarantined_records_total{{{I}}}"
-                     "[$__range])) or 0 * max(kafka_health_pipeline_up"
-                     f"{{{I}}})", "quarantined")],
+             [target(f"sum(increase({q('quarantined_records', I)}"
+                     f"[$__range])) or 0 * max({q('pipeline_up', I)}"
+                     f")", "quarantined")],
              thr="dq_failures", text_mode="value", w=4),
         stat("DQ failures (time range)",
              "Failed Great Expectations expectations during the time range. Bad: > 0 "
              "(orange) - the input breaks a data-quality rule.",
-             [target(f"sum(increase(kafka_health_pipeline_dq_failures_total{{{I}}}"
+             [target(f"sum(increase({q('dq_failures', I)}"
                      "[$__range]))", "failures")],
              thr="dq_failures", text_mode="value", w=4),
         row("Throughput and lag"),
         timeseries("Batch rate",
                    "Micro-batches completed per minute. Bad: dropping to 0 (stopped) or far "
                    "below 60/min with a 1 s trigger (batches take longer than the trigger).",
-                   [target(f"sum by (instance) (rate(kafka_health_pipeline_batches_total"
-                           f"{{{I}}}[$__rate_interval])) * 60", inst)],
+                   [target(f"sum by (instance) (rate({q('batches', I)}"
+                           f"[$__rate_interval])) * 60", inst)],
                    unit="suffix:/min", w=8),
         timeseries("Batch duration",
                    "Duration of the last micro-batch. Bad: longer than the trigger interval "
                    "for long stretches - the pipeline cannot keep up.",
-                   [target(f"kafka_health_pipeline_batch_duration_seconds{{{I}}}", inst)],
+                   [target(f"{q('batch_duration', I)}", inst)],
                    unit="s", w=8),
         timeseries("Last batch age",
                    "Seconds since the last micro-batch finished. Bad: a saw-tooth that no "
                    "longer resets (stopped) - above 300 s (orange).",
-                   [target("time() - kafka_health_pipeline_last_batch_timestamp_seconds"
-                           f"{{{I}}}", inst)],
-                   unit="s", thr="batch_age_s", threshold_style="line", w=8),
+                   [target(q("batch_age", I), inst)],
+                   unit="s", thr="batch_age", threshold_style="line", w=8),
         timeseries("Input rate",
                    "Records read from the metrics topics per second (counter rate) and the "
                    "last batch's own rows/s. Bad: a sudden drop while brokers keep reporting.",
-                   [target(f"sum by (instance) (rate(kafka_health_pipeline_input_records_total"
-                           f"{{{I}}}[$__rate_interval]))", "{{instance}} records/s", "A"),
-                    target(f"kafka_health_pipeline_input_rows_per_second{{{I}}}",
+                   [target(f"sum by (instance) (rate({q('input_records', I)}"
+                           f"[$__rate_interval]))", "{{instance}} records/s", "A"),
+                    target(f"{q('input_rows_per_second', I)}",
                            "{{instance}} last batch rows/s", "B")],
                    unit="suffix: rows/s", w=8),
         timeseries("Source lag",
                    "Records behind the end of the metrics topics. Bad: growing - input "
                    "arrives faster than the pipeline processes it.",
-                   [target(f"kafka_health_pipeline_source_lag_records{{{I}}}", inst)],
-                   thr="source_lag_records", threshold_style="line", w=8),
+                   [target(f"{q('source_lag', I)}", inst)],
+                   thr="source_lag", threshold_style="line", w=8),
         timeseries("Event-time lag",
                    "Now minus the newest sample event time seen. Bad: above 300 s (orange).",
-                   [target("time() - kafka_health_pipeline_newest_event_timestamp_seconds"
-                           f"{{{I}}}", inst)],
-                   unit="s", thr="event_lag_s", threshold_style="line", w=8),
+                   [target(q("event_lag", I), inst)],
+                   unit="s", thr="event_lag", threshold_style="line", w=8),
         row("Data quality"),
         timeseries("Quarantined records by reason",
                    "Records sent to quarantine per second, by reason (not JSON, wrong types, "
@@ -1264,30 +1240,29 @@ def pipeline() -> dict:
                    "whose cluster fell to identity.default_cluster. Bad: any sustained rate. "
                    "No reasons until the first record is quarantined.",
                    [target("sum by (reason) (rate("
-                           f"kafka_health_pipeline_quarantined_records_total{{{I}}}"
+                           f"{q('quarantined_records', I)}"
                            "[$__rate_interval]))", "{{reason}}"),
-                    target("sum(rate(kafka_health_pipeline_identity_defaulted_samples_total"
-                           f"{{{I}}}[$__rate_interval])) or 0 * max(kafka_health_pipeline_up"
-                           f"{{{I}}})", "cluster defaulted (samples/s)", "B")],
+                    target(f"sum(rate({q('identity_defaulted', I)}"
+                           f"[$__rate_interval])) or 0 * max({q('pipeline_up', I)})",
+                           "cluster defaulted (samples/s)", "B")],
                    unit="suffix: rows/s", w=8),
         timeseries("Quarantine ratio",
                    "Quarantined records / records read. Bad: >= 1% (orange) - a producer or "
                    "format changed.",
-                   [target(f"({quarantined_rate} or 0 * {input_rate}) / {input_rate}",
-                           "quarantined / read")],
+                   [target(q("quarantine_ratio", I), "quarantined / read")],
                    unit="percentunit", thr="quarantine_ratio", threshold_style="line", w=8),
         timeseries("DQ failures",
                    "Failed Great Expectations expectations per validation run window. Bad: "
                    "any increase (orange).",
-                   [target("sum by (instance) (increase(kafka_health_pipeline_dq_failures_total"
-                           f"{{{I}}}[$__rate_interval]))", inst)],
+                   [target(f"sum by (instance) (increase({q('dq_failures', I)}"
+                           f"[$__rate_interval]))", inst)],
                    thr="dq_failures", threshold_style="line", bars=True, w=8, decimals=0),
         row("Source and alert push"),
         timeseries("Metrics broker reachable",
                    "1 when the broker holding the metrics topics answered the last offset "
                    "probe (after each batch, and every idle interval). Bad: 0 - the query "
                    "waits for the broker; no new signals until it is back.",
-                   [target(f"kafka_health_pipeline_source_up{{{I}}}", inst)],
+                   [target(f"{q('source_up', I)}", inst)],
                    thr="pipeline_up", threshold_style="line", w=8, decimals=0),
         timeseries("Why the metrics topics cannot be read",
                    "1 per reason while the source's offset probe fails: unauthorized (the "
@@ -1295,7 +1270,7 @@ def pipeline() -> dict:
                    "handshake failed: an untrusted or expired certificate), timeout, "
                    "misconfigured or error. No series while the topics can be read. The "
                    "driver log names the setting to fix or what to grant (docs/security.md).",
-                   [target(f"max by (instance, error) (kafka_health_pipeline_source_error{{{I}}})",
+                   [target(f"max by (instance, error) ({q('source_error', I)})",
                            "{{instance}} {{error}}")],
                    thr="pipeline_up", threshold_style="line", w=8, decimals=0),
         timeseries("Readable source partitions",
@@ -1303,7 +1278,7 @@ def pipeline() -> dict:
                    "job can read: those of the last batch, and every idle interval those the "
                    "broker lists. Bad: 0 with the broker up - a misspelt or missing topic, or "
                    "an ACL; nothing is watched (KafkaHealthSourceEmpty).",
-                   [target(f"kafka_health_pipeline_source_partitions{{{I}}}", inst)],
+                   [target(f"{q('source_partitions', I)}", inst)],
                    thr="pipeline_up", threshold_style="line", w=8, decimals=0),
         timeseries("Source data loss",
                    "Metrics-topic partitions whose offsets went backwards or vanished "
@@ -1312,7 +1287,7 @@ def pipeline() -> dict:
                    "source.fail_on_data_loss is false. Bad: any bar - samples in the gap were "
                    "never seen, so those windows may miss a fault.",
                    [target("sum by (instance) (increase("
-                           f"kafka_health_pipeline_source_data_loss_total{{{I}}}"
+                           f"{q('source_data_loss', I)}"
                            "[$__rate_interval]))", inst)],
                    bars=True, w=8, decimals=0),
         timeseries("Alert push failures",
@@ -1320,7 +1295,7 @@ def pipeline() -> dict:
                    "pages fall back to the Prometheus rule path (seconds slower). Stays 0 "
                    "while the push is not configured.",
                    [target("sum by (instance) (increase("
-                           f"kafka_health_pipeline_alert_push_failures_total{{{I}}}"
+                           f"{q('alert_push_failures', I)}"
                            "[$__rate_interval]))", inst)],
                    bars=True, w=8, decimals=0),
         timeseries("Exported series",
@@ -1328,11 +1303,11 @@ def pipeline() -> dict:
                    "reached exporter.max_new_series_per_batch. Bad: any refused (a record named "
                    "more brokers or clusters than a fleet has; they are missing from the "
                    "gauges and from the direct push) or a count far above brokers x 25.",
-                   [target(f"kafka_health_pipeline_exported_series{{{I}}}", inst),
+                   [target(f"{q('exported_series', I)}", inst),
                     target("sum by (instance) (increase("
-                           f"kafka_health_pipeline_series_dropped_total{{{I}}}"
+                           f"{q('series_dropped', I)}"
                            "[$__rate_interval])) or 0 * max by (instance) "
-                           f"(kafka_health_pipeline_up{{{I}}})", "{{instance}} refused", "B")],
+                           f"({q('pipeline_up', I)})", "{{instance}} refused", "B")],
                    w=8, decimals=0),
         timeseries("Metrics and Admin API disagree",
                    "Episodes in which the broker metrics and the Admin API poll counted "
@@ -1341,9 +1316,9 @@ def pipeline() -> dict:
                    "says which cluster. Bad: any bar - one view is behind, so a page may be "
                    "late or stale. Stays 0 without metadata polling.",
                    [target("sum by (instance, stale) (increase("
-                           f"kafka_health_pipeline_view_disagreements_total{{{I}}}"
+                           f"{q('view_disagreements', I)}"
                            "[$__rate_interval])) or 0 * max by (instance) "
-                           f"(kafka_health_pipeline_up{{{I}}})", "{{instance}} {{stale}}")],
+                           f"({q('pipeline_up', I)})", "{{instance}} {{stale}}")],
                    bars=True, w=8, decimals=0),
     ]
     return dashboard(

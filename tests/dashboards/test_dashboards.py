@@ -28,6 +28,7 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
 
+from streaming.signal_catalog import signals
 from streaming.testbed.kafka import free_port
 from tests.dashboards import validator as v
 from tests.e2e.stack import poll, start_prometheus
@@ -74,14 +75,40 @@ def test_uids_unique_across_files(contract):
     assert all(not problems for problems in results.values()), results
 
 
-def test_committed_json_is_what_build_py_writes():
+def _build_module():
     spec = importlib.util.spec_from_file_location("kh_dash_build", v.DASHBOARD_DIR / "build.py")
     build = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(build)
-    rendered = build.render()
+    return build
+
+
+def test_committed_json_is_what_build_py_writes():
+    rendered = _build_module().render()
     assert sorted(rendered) == [p.name for p in DASHBOARD_FILES]
     stale = [n for n, text in rendered.items() if (v.DASHBOARD_DIR / n).read_text() != text]
     assert not stale, f"run `.venv/bin/python dashboards/build.py`: {stale} differ"
+
+
+def test_build_py_reads_series_only_through_the_signal_catalog():
+    """Panels, rules and runbooks share one definition of each expression and threshold."""
+    source = (v.DASHBOARD_DIR / "build.py").read_text()
+    assert re.findall(r"kafka_health_\w+", source) == []
+
+
+def test_threshold_steps_colour_exactly_the_bad_values():
+    build = _build_module()
+    for sig in signals().values():
+        pairs = build.steps(sig)
+        if sig.bad is None:
+            assert pairs == [("blue", None)]
+            continue
+        op, n = sig.bad.op, float(sig.bad.value)
+        # steps colour from a value on: a real-valued "> n" colours n itself as well
+        fire, quiet = _probes(op, n) if sig.integer else (
+            {">": [n + 0.001], ">=": [n], "<": [n - 0.001]}[op],
+            {">": [n - 0.001], ">=": [n - 0.001], "<": [n]}[op])
+        assert all(_color_at(pairs, x) == sig.bad.color for x in fire), (sig.id, pairs)
+        assert all(_color_at(pairs, x) == "green" for x in quiet), (sig.id, pairs)
 
 
 def test_expectations_name_real_panels_with_reasons(dashboards):
