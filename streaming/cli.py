@@ -243,13 +243,13 @@ class _DownBrokers:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from streaming import alertpush
+    from streaming import paging
     from streaming.config import ConfigError, load_config, redacted
     from streaming.exporter import Exporter
     from streaming.job import Job
 
     config = load_config(args.config)
-    alertpush.check(config.alert_push)  # a rule the push cannot render: refused before start
+    paging.check(config.alert_push)  # a rule the push cannot render: refused before start
     if (config.spark.master or "").startswith("local"):
         spark_log_config(args.verbosity)
     exporter = None
@@ -464,12 +464,12 @@ def delta_root(args: argparse.Namespace, config: Any) -> str:
 def cmd_check_config(args: argparse.Namespace) -> int:
     """Validate the config, read every secret it references (a missing one is exit 2 naming
     its key), and print the config masked by the redaction rule."""
-    from streaming import alertpush
+    from streaming import paging
     from streaming.config import load_config, redacted
 
     config = load_config(args.config)
     config.check_secrets()
-    alertpush.check(config.alert_push)
+    paging.check(config.alert_push)
     print(json.dumps(redacted(config), indent=2, default=str))
     return 0
 

@@ -29,6 +29,7 @@ from streaming.decode.packing import WrittenBatch, lost_ranges, unpack, unpack_w
 from streaming.decode.records import reason_category
 from streaming.exporter import Exporter
 from streaming.metadata.board import CauseBoard
+from streaming.paging import AlertPusher
 from streaming.pipeline.identity_warning import DefaultedIdentity, defaulted_per_topic
 from streaming.pipeline.recovery import Pending, PendingMarker, owed_together
 from streaming.pipeline.signal_stages import (
@@ -88,6 +89,8 @@ class BatchProcessor:
         self.exporter = exporter
         self.pending = pending
         self.causes = causes  # the Admin API's causes, read by the incidents stage
+        # The direct push to Alertmanager: its back-off and stats outlive a new checkpoint.
+        self.pusher = AlertPusher(config.alert_push)
         # The failed batch's note (streaming.poison), beside the pending marker by default.
         self.failures = poison.FailureLog(
             failed_batch or (pending.sibling(poison.FAILED_BATCH) if pending is not None
@@ -135,7 +138,8 @@ class BatchProcessor:
                                                f"{app_id}:poison", storage,
                                                delta.log_retention_minutes)
                               for name in ("bronze", "quarantine")}
-        self.stages = SignalStages(self.config, self.exporter, self.tables, self.causes)
+        self.stages = SignalStages(self.config, self.exporter, self.tables, self.pusher,
+                                   self.causes)
 
     @property
     def deferred_error(self) -> BaseException | None:

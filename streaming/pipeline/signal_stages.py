@@ -15,13 +15,13 @@ from datetime import datetime, timedelta
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from streaming import alertpush, failpoints
-from streaming.alertpush import opened_in_signals, push_incidents
+from streaming import failpoints
 from streaming.broker_admission import BrokerAdmission
 from streaming.config import Config
 from streaming.exporter import BROKER_ROW_COLUMNS, Exporter
 from streaming.headroom.stage import HeadroomTracker
 from streaming.metadata.board import CauseBoard
+from streaming.paging import AlertPusher, opened_in_signals
 from streaming.pipeline.incident_causes import stored_causes, with_causes
 from streaming.pipeline.stats import stopwatch
 from streaming.pipeline.view_agreement import ViewAgreement, metrics_views
@@ -56,7 +56,7 @@ PERSIST_ROW_COLUMNS = ["cluster", "broker", "window_start", "last_sample_ts",
                        "log_segments_last", "open_fds_last", "max_fds_last"]
 
 # The broker row columns page() reads from its dicts: the exporter's and the direct push's
-# (alertpush.opened_in_signals). A catch-up batch answers for about a hundred windows a
+# (paging.opened_in_signals). A catch-up batch answers for about a hundred windows a
 # broker, and its rows as dicts of every column cost a tenth of the driver's Python.
 PAGE_ROW_COLUMNS = list(dict.fromkeys([*BROKER_ROW_COLUMNS,
                                        *POSITIVE_BROKER_CONDITIONS.values(),
@@ -67,12 +67,15 @@ class SignalStages:
     """The stages that compute from bronze, over the tables of one job (`tables`).
 
     `causes` is the Admin API pollers' board (streaming.metadata), read only: the stages
-    take the newest causes published on it and never wait for a poll.
+    take the newest causes published on it and never wait for a poll. `pusher` is the job's
+    direct push to Alertmanager (streaming.paging), which outlives the stages.
     """
 
     def __init__(self, config: Config, exporter: Exporter | None,
-                 tables: dict[str, DeltaSink], causes: CauseBoard | None = None) -> None:
+                 tables: dict[str, DeltaSink], pusher: AlertPusher,
+                 causes: CauseBoard | None = None) -> None:
         self.config = config
+        self.pusher = pusher
         self.exporter = exporter
         self.tables = tables
         self.causes = causes
@@ -83,7 +86,7 @@ class SignalStages:
             poll_slack=timedelta(seconds=config.metadata.interval_seconds
                                  + config.metadata.timeout_seconds))
         self.timings: dict[str, float] = {}  # the running batch's
-        self.push_failures_seen = alertpush.STATS.failures
+        self.push_failures_seen = pusher.stats.failures
         self.headroom = HeadroomTracker(config.clusters, tables["partition_headroom"].read)
         self.open_windows = OpenWindows(config.signals,
                                         config.quality.max_timestamp_skew_seconds)
@@ -173,7 +176,7 @@ class SignalStages:
                 for incident in opened:
                     incident["cause"] = self.cause_of(
                         incident["cluster"], incident["kind"], incident["broker"])
-                push_incidents(push, opened, self.may_page)
+                self.pusher.push(opened, self.may_page)
 
     def persist(self, clusters: list[str], spans: list[Span], batch_id: int,
                 broker_rows: pa.Table, rows: list[dict], timings: dict[str, float],
@@ -214,7 +217,7 @@ class SignalStages:
             self.update_incidents(clusters, first, last, batch_id, stored)
         failpoints.hit("incidents_committed")
         if exporter is not None:
-            failures = alertpush.STATS.failures
+            failures = self.pusher.stats.failures
             if failures > self.push_failures_seen:
                 exporter.count("kafka_health_pipeline_alert_push_failures_total",
                                failures - self.push_failures_seen)
@@ -323,7 +326,7 @@ class SignalStages:
                                 self.cause_of if self.causes is not None else None)
         self.tables["incidents"].upsert(incidents, batch_id)
         if self.config.alert_push.urls():
-            push_incidents(self.config.alert_push, incidents.to_pylist(), self.may_page)
+            self.pusher.push(incidents.to_pylist(), self.may_page)
 
     def cause_of(self, cluster: str, kind: str, broker: str) -> str | None:
         """The brokers the Admin API blames for an incident, from the newest fresh poll of

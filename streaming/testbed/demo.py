@@ -296,7 +296,7 @@ class IncidentNarrator:
                 self.say(f"RESOLVED: {kind} on {where} after {_duration(lasted)}")
 
     def _page(self, row: dict) -> None:
-        from streaming.alertpush import ALERTNAMES
+        from streaming.paging import ALERTNAMES
 
         alertname = ALERTNAMES.get(row["kind"])
         if alertname is None:

@@ -46,10 +46,11 @@ REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from streaming import alertpush  # noqa: E402
 from streaming.config import load_config  # noqa: E402
 from streaming.exporter import Exporter  # noqa: E402
 from streaming.job import Job  # noqa: E402
+from streaming.paging import AlertPusher  # noqa: E402
+from streaming.paging.client import Request  # noqa: E402
 from streaming.runtime.spark_session import build_spark  # noqa: E402
 from streaming.simulate.model import ClusterModel  # noqa: E402
 from streaming.testbed.kafka import create_topic, metrics_cluster  # noqa: E402
@@ -77,24 +78,22 @@ def percentile(values: list[float], q: float) -> float:
 
 
 class PushClock:
-    """Records when the job's alert push first POSTed an alert of each cluster."""
+    """Records when the job's alert push (`pusher`) first POSTed an alert of each cluster."""
 
-    def __init__(self) -> None:
+    def __init__(self, pusher: AlertPusher) -> None:
         self.first: dict[str, float] = {}
         self.posts: list[tuple[float, float]] = []
-        self.original = alertpush._post
+        self.pusher = pusher
+        original = pusher.post
 
-        def timed(url: str, body: bytes, timeout: float) -> None:
+        def timed(url: str, request: Request) -> None:
             started = time.time()
-            self.original(url, body, timeout)
+            original(url, request)
             self.posts.append((started, time.time()))
-            for alert in json.loads(body):
+            for alert in json.loads(request.body):
                 self.first.setdefault(alert["labels"]["cluster"], started)
 
-        alertpush._post = timed
-
-    def close(self) -> None:
-        alertpush._post = self.original
+        pusher.post = timed
 
 
 def gauge(exporter: Exporter, name: str, **labels: str) -> float:
@@ -123,8 +122,6 @@ def run_path(path: str, args: argparse.Namespace, broker: metrics_cluster, spark
                                        evaluation=f"{args.eval_interval:g}s")
             stack.callback(prom.stop)
             checks.append(prom.check)
-        clock = PushClock()
-        stack.callback(clock.close)
         driver = RealtimeDriver(broker.bootstrap, topic, interval=args.scrape)
         warm = f"bench-{path}-warmup"
         driver.add(ClusterModel(warm, [1, 2, 3], {"orders": 3}))
@@ -145,6 +142,7 @@ def run_path(path: str, args: argparse.Namespace, broker: metrics_cluster, spark
 
         job = Job(load_config(None, environ=env), spark=spark, exporter=exporter,
                   printer=printer)
+        clock = PushClock(job.processor.pusher)
         job.start()
         stack.callback(job.stop)
         driver.start()
@@ -201,7 +199,7 @@ def run_path(path: str, args: argparse.Namespace, broker: metrics_cluster, spark
             assert t0 is not None
             if os.environ.get("BENCH_DEBUG"):
                 posts = [(round(a - t0, 2), round(b - t0, 2)) for a, b in clock.posts[-3:]]
-                print(f"    t0 {t0:.2f} posts {posts} stats {alertpush.STATS}", flush=True)
+                print(f"    t0 {t0:.2f} posts {posts} stats {clock.pusher.stats}", flush=True)
             row = {
                 "cluster": cluster,
                 "paged_s": round(pages[0].received - t0, 3),

@@ -576,7 +576,7 @@ def test_spark_submit_dry_run_yarn_cluster(tmp_path: Path) -> None:
 
 
 def test_the_push_rules_ship_beside_metrics_schemas(tmp_path: Path) -> None:
-    """streaming/alertpush.py reads alerts/kafka-health.rules.yml beside the metrics_schemas
+    """streaming/paging/rules.py reads alerts/kafka-health.rules.yml beside the metrics_schemas
     folder: the image copies it there (and its build context lets it in), and spark-submit
     unpacks it into the driver's working directory next to metrics_schemas/."""
     dockerfile = (DEPLOY / "docker" / "Dockerfile").read_text()

@@ -135,7 +135,7 @@ def test_the_wheel_holds_the_run_time_data_as_files(wheel: Path) -> None:
 def test_the_installed_package_reads_its_own_data(installed: Installed) -> None:
     probe = """
 import json, os, streaming
-from streaming.alertpush import rules_path
+from streaming.paging import rules_path
 from streaming.package_data import has_packaged_schemas
 from streaming.schemas import schemas_dir
 from streaming.testbed.kafka import jmx_exporter_rules

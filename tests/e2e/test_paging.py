@@ -336,24 +336,23 @@ def test_unclean_leader_election_pages_once_and_is_not_auto_resolved(
 
 def test_push_and_rule_for_the_same_fault_make_one_pagerduty_incident(
         tmp_path: Path) -> None:
-    """The direct push (streaming.alertpush) and the Prometheus rule's alert for the same
+    """The direct push (streaming.paging) and the Prometheus rule's alert for the same
     unclean election, sent to a real Alertmanager: one dedup_key, no second incident."""
     if which("alertmanager", "prometheus-alertmanager") is None:
         pytest.skip("alertmanager not on PATH: run deploy/install-prometheus.sh")
-    from streaming import alertpush
     from streaming.config import AlertPushConfig
+    from streaming.paging import AlertPusher
 
     receiver = PagerDutyReceiver()
     am, am_url, _ = start_alertmanager(tmp_path, receiver.url, "2s")
     try:
         cluster, now = "e2e-push", datetime.now(UTC)
-        alertpush.reset_stats()
-        alertpush.push_incidents(
-            AlertPushConfig(alertmanager_url=am_url, kinds=["unclean_election"]),
+        pusher = AlertPusher(AlertPushConfig(alertmanager_url=am_url, kinds=["unclean_election"]))
+        pusher.push(
             [{"incident_id": "abc", "cluster": cluster, "broker": "3",
               "kind": "unclean_election", "started_at": now - timedelta(seconds=20),
               "resolved_at": None, "peak_value": 1.0}])
-        assert alertpush.STATS.failures == 0 and alertpush.STATS.alerts_sent == 1
+        assert pusher.stats.failures == 0 and pusher.stats.alerts_sent == 1
         [pushed] = wait_events(SimpleNamespace(alive=am.check, receiver=receiver),
                                "the pushed page", 20, cluster=cluster)
         assert_pagerduty_event(pushed, "trigger", cluster, "KafkaUncleanLeaderElection")
@@ -378,7 +377,6 @@ def test_push_and_rule_for_the_same_fault_make_one_pagerduty_incident(
     finally:
         am.stop()
         receiver.close()
-        alertpush.reset_stats()
 
 
 def test_the_heartbeat_reaches_its_webhook_and_never_pagerduty(chain: SimpleNamespace) -> None:

@@ -272,7 +272,7 @@ def test_the_batch_paging_step_reads_only_the_columns_it_hands_over():
     (a gauge never set, an incident never pushed)."""
     import pyarrow as pa
 
-    from streaming.alertpush import opened_in_signals
+    from streaming.paging import opened_in_signals
     from streaming.pipeline.signal_stages import PAGE_ROW_COLUMNS
     from streaming.schemas import arrow_schema
 

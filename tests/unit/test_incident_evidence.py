@@ -14,10 +14,9 @@ from datetime import UTC, datetime, timedelta
 import pyarrow as pa
 import pytest
 
-from streaming import alertpush
 from streaming.config import Config
 from streaming.pipeline.batch import BatchProcessor
-from tests.unit.test_alertpush import FakeAlertmanager
+from tests.unit.paging_builders import FakeAlertmanager
 
 W0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 BATCH_IDS = itertools.count()
@@ -25,7 +24,6 @@ BATCH_IDS = itertools.count()
 
 @pytest.fixture
 def proc(tmp_path: pytest.TempPathFactory) -> Iterator[tuple[BatchProcessor, FakeAlertmanager]]:
-    alertpush.reset_stats()
     am = FakeAlertmanager()
     config = Config()
     config.delta.path = str(tmp_path)
@@ -33,7 +31,6 @@ def proc(tmp_path: pytest.TempPathFactory) -> Iterator[tuple[BatchProcessor, Fak
     config.alert_push.kinds = ["controller"]
     yield BatchProcessor(config, exporter=None), am
     am.close()
-    alertpush.reset_stats()
 
 
 def broker_window(proc: BatchProcessor, minute: int, controllers: dict[str, float]) -> None:

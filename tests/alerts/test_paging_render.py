@@ -1,4 +1,4 @@
-"""The direct push (streaming/alertpush.py) sends, for every pushed kind, the alert Prometheus
+"""The direct push (streaming/paging) sends, for every pushed kind, the alert Prometheus
 itself fires for that kind's rule: promtool evaluates alerts/kafka-health.rules.yml on series
 that fire it and must find exactly the labels and annotations `build_alerts` made for the
 same fault (the push-only `source` label and `incident_id` annotation aside).
@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from streaming import alertpush
+from streaming import paging
 from streaming.config import AlertPushConfig
 from tests.alerts.test_rules import RULES, assert_ok, by_alert, contract, run, tool
 
@@ -28,14 +28,14 @@ PUSH_ONLY_ANNOTATIONS = {"incident_id"}
 
 @pytest.fixture(autouse=True)
 def committed_rules(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(alertpush.RULES_ENV, raising=False)
+    monkeypatch.delenv(paging.RULES_ENV, raising=False)
 
 
 def value_series(kind: str) -> tuple[str, dict[str, str], bool]:
     """The series whose value the rule of `kind` reports (its expression's first metric),
     the labels it carries (the contract's cluster and, for broker-scoped metrics, broker),
     and whether the alert keeps the broker (a rule may aggregate it away: one per cluster)."""
-    expr = by_alert(alertpush.ALERTNAMES[kind])["expr"]
+    expr = by_alert(paging.ALERTNAMES[kind])["expr"]
     metric = re.search(r"kafka_health_[a-zA-Z0-9_:]*", expr).group(0)
     labels = contract()[metric]
     assert labels <= {"cluster", "broker"}, f"{metric}: labels {labels} the push cannot know"
@@ -51,7 +51,7 @@ def pushed(kind: str, series: dict[str, str], value: float,
     incident = {"kind": kind, "cluster": CLUSTER, "broker": broker,
                 "started_at": datetime(2024, 5, 1, tzinfo=UTC), "resolved_at": None,
                 "peak_value": value, "incident_id": "id", "cause": cause}
-    [alert] = alertpush.build_alerts(push, [incident])
+    [alert] = paging.build_alerts(push, [incident])
     return alert
 
 
@@ -88,7 +88,7 @@ def rule_test(kind: str, value: float, edit: Any = None, cause: str | None = Non
     if edit:
         edit(expected)
     return {
-        "name": f"{kind} pushed with value {value!r} = {alertpush.ALERTNAMES[kind]} as fired",
+        "name": f"{kind} pushed with value {value!r} = {paging.ALERTNAMES[kind]} as fired",
         "interval": "10s",
         "input_series": [
             {"series": selector(metric, series), "values": f"{value!r}x60"},
@@ -105,8 +105,8 @@ def rule_test(kind: str, value: float, edit: Any = None, cause: str | None = Non
 
 
 def promtool(tmp_path: Path, groups: list[dict[str, Any]]) -> Any:
-    path = tmp_path / "alertpush.test.yml"
-    rules = alertpush.rules_path()
+    path = tmp_path / "paging.test.yml"
+    rules = paging.rules_path()
     assert rules.resolve() == RULES.resolve(), "the push reads the rules promtool tests"
     path.write_text(yaml.safe_dump({"rule_files": [str(rules)], "evaluation_interval": "10s",
                                     "tests": groups}, sort_keys=False, width=1000))
@@ -114,7 +114,7 @@ def promtool(tmp_path: Path, groups: list[dict[str, Any]]) -> Any:
 
 
 def test_each_pushed_kind_is_the_alert_prometheus_fires(tmp_path: Path) -> None:
-    groups = [rule_test(kind, value) for kind in alertpush.ALERTNAMES for value in VALUES]
+    groups = [rule_test(kind, value) for kind in paging.ALERTNAMES for value in VALUES]
     assert_ok(promtool(tmp_path, groups))
 
 
