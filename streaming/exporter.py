@@ -18,6 +18,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
 
+from streaming import metric_names as metric
 from streaming.config import ExporterConfig
 from streaming.refusal import NotStarted
 from streaming.schemas import load_yaml
@@ -31,22 +32,22 @@ LOG = logging.getLogger("kafka_health.exporter")
 
 # exported gauge -> broker_signals column: the current state is the newest window's last value
 BROKER_COLUMNS = {
-    "kafka_health_under_min_isr_partitions": "under_min_isr_last",
-    "kafka_health_at_min_isr_partitions": "at_min_isr_last",
-    "kafka_health_under_replicated_partitions": "under_replicated_last",
-    "kafka_health_isr_shrinks_window_increase": "isr_shrinks_increase",
-    "kafka_health_isr_expands_window_increase": "isr_expands_increase",
-    "kafka_health_request_queue_utilization_ratio": "request_queue_utilization_max",
-    "kafka_health_response_queue_size": "response_queue_size_max",
-    "kafka_health_request_handler_idle_ratio": "request_handler_idle_min",
-    "kafka_health_network_processor_idle_ratio": "network_processor_idle_min",
-    "kafka_health_partitions": "partition_count_last",
-    "kafka_health_leaders": "leader_count_last",
-    "kafka_health_open_file_descriptors": "open_fds_last",
-    "kafka_health_max_file_descriptors": "max_fds_last",
-    "kafka_health_offline_log_directories": "offline_log_dirs_max",
-    "kafka_health_metadata_lag_milliseconds": "metadata_lag_ms_max",
-    "kafka_health_metadata_errors_window_increase": "metadata_errors_increase",
+    metric.UNDER_MIN_ISR_PARTITIONS: "under_min_isr_last",
+    metric.AT_MIN_ISR_PARTITIONS: "at_min_isr_last",
+    metric.UNDER_REPLICATED_PARTITIONS: "under_replicated_last",
+    metric.ISR_SHRINKS_WINDOW_INCREASE: "isr_shrinks_increase",
+    metric.ISR_EXPANDS_WINDOW_INCREASE: "isr_expands_increase",
+    metric.REQUEST_QUEUE_UTILIZATION_RATIO: "request_queue_utilization_max",
+    metric.RESPONSE_QUEUE_SIZE: "response_queue_size_max",
+    metric.REQUEST_HANDLER_IDLE_RATIO: "request_handler_idle_min",
+    metric.NETWORK_PROCESSOR_IDLE_RATIO: "network_processor_idle_min",
+    metric.PARTITIONS: "partition_count_last",
+    metric.LEADERS: "leader_count_last",
+    metric.OPEN_FILE_DESCRIPTORS: "open_fds_last",
+    metric.MAX_FILE_DESCRIPTORS: "max_fds_last",
+    metric.OFFLINE_LOG_DIRECTORIES: "offline_log_dirs_max",
+    metric.METADATA_LAG_MILLISECONDS: "metadata_lag_ms_max",
+    metric.METADATA_ERRORS_WINDOW_INCREASE: "metadata_errors_increase",
 }
 # Every column of a broker_signals row that update_brokers reads (it reads rows as dicts).
 BROKER_ROW_COLUMNS = ("cluster", "broker", "window_start", "window_end", "last_sample_ts",
@@ -58,33 +59,30 @@ BROKER_ROW_COLUMNS = ("cluster", "broker", "window_start", "window_end", "last_s
 # event time and of wall-clock time both: a catch-up batch (a restart after downtime)
 # brings many windows at once, and one older than the newest by UNCLEAN_HOLD must still
 # be exported for UNCLEAN_HOLD of scrapes, not dropped in the update that brought it.
-UNCLEAN_GAUGE = "kafka_health_unclean_leader_elections_window_increase"
+UNCLEAN_GAUGE = metric.UNCLEAN_LEADER_ELECTIONS_WINDOW_INCREASE
 UNCLEAN_HOLD = timedelta(minutes=5)
 # Windows that left the hold are remembered this long (event time) with their count: a
 # window sent again (late samples recompute it) is news only if its count went up, not a
 # second page for the same loss.
 UNCLEAN_REMEMBERED = timedelta(hours=1)
-CONTROLLER_GAUGE = "kafka_health_active_controllers"
 CLUSTER_COLUMNS = {
-    "kafka_health_offline_partitions": "offline_partitions_max",
-    "kafka_health_active_controllers": "active_controllers",
-    "kafka_health_brokers_reporting": "brokers_reporting",
-    "kafka_health_fenced_brokers": "fenced_brokers",
-    "kafka_health_active_brokers": "active_brokers",
-    "kafka_health_preferred_replica_imbalance": "preferred_imbalance",
-    "kafka_health_controller_elections_5m": "controller_elections_5m",
-    "kafka_health_elr_elections_window_increase": "elr_elections_increase",
+    metric.OFFLINE_PARTITIONS: "offline_partitions_max",
+    metric.ACTIVE_CONTROLLERS: "active_controllers",
+    metric.BROKERS_REPORTING: "brokers_reporting",
+    metric.FENCED_BROKERS: "fenced_brokers",
+    metric.ACTIVE_BROKERS: "active_brokers",
+    metric.PREFERRED_REPLICA_IMBALANCE: "preferred_imbalance",
+    metric.CONTROLLER_ELECTIONS_5M: "controller_elections_5m",
+    metric.ELR_ELECTIONS_WINDOW_INCREASE: "elr_elections_increase",
 }
 EXTRA_LABELS = {
-    "kafka_health_partition_ceiling": ["bound"],
-    "kafka_health_partition_headroom_ratio": ["binding_bound"],
-    "kafka_health_pipeline_quarantined_records_total": ["reason"],
-    "kafka_health_pipeline_identity_defaulted_samples_total": ["field"],
-    "kafka_health_pipeline_series_dropped_total": ["reason"],
-    "kafka_health_pipeline_view_disagreements_total": ["stale"],
+    metric.PARTITION_CEILING: ["bound"],
+    metric.PARTITION_HEADROOM_RATIO: ["binding_bound"],
+    metric.PIPELINE_QUARANTINED_RECORDS_TOTAL: ["reason"],
+    metric.PIPELINE_IDENTITY_DEFAULTED_SAMPLES_TOTAL: ["field"],
+    metric.PIPELINE_SERIES_DROPPED_TOTAL: ["reason"],
+    metric.PIPELINE_VIEW_DISAGREEMENTS_TOTAL: ["stale"],
 }
-HELD_SERIES = "kafka_health_pipeline_exported_series"
-DROPPED_SERIES = "kafka_health_pipeline_series_dropped_total"
 
 
 class SeriesWrites:
@@ -184,7 +182,7 @@ class Exporter:
         self._budget = self.config.max_new_series_per_batch
         self._refused: set[str | tuple[str, str]] = set()
         self._dropped = 0  # series refused since the counter was last raised
-        self.gauges[HELD_SERIES].set_function(self.series_count)
+        self.gauges[metric.PIPELINE_EXPORTED_SERIES].set_function(self.series_count)
         self.server: Any = None
 
     def start(self, bind: str, port: int) -> None:
@@ -258,7 +256,8 @@ class Exporter:
                 if not self._refused:
                     LOG.warning("exporter: over %d new series in this batch; further new "
                                 "brokers and clusters are not exported this batch (counted on "
-                                "%s)", self.config.max_new_series_per_batch, DROPPED_SERIES)
+                                "%s)", self.config.max_new_series_per_batch,
+                                metric.PIPELINE_SERIES_DROPPED_TOTAL)
                 self._refused.add(refused)
                 self._dropped += cost
             return False
@@ -270,7 +269,7 @@ class Exporter:
 
     def _count_dropped(self) -> None:
         if self._dropped:
-            self.counters[DROPPED_SERIES].labels("new_series_cap").inc(self._dropped)
+            self.counters[metric.PIPELINE_SERIES_DROPPED_TOTAL].labels("new_series_cap").inc(self._dropped)
             self._dropped = 0
 
     def holds(self, cluster: str) -> bool:
@@ -280,10 +279,10 @@ class Exporter:
     def series_count(self) -> float:
         """Series this registry serves, computed at scrape time (its own gauge aside)."""
         total = 0
-        for metric in [*self.gauges.values(), *self.counters.values()]:
-            if metric is self.gauges[HELD_SERIES]:
+        for collector in [*self.gauges.values(), *self.counters.values()]:
+            if collector is self.gauges[metric.PIPELINE_EXPORTED_SERIES]:
                 continue
-            for family in metric.collect():
+            for family in collector.collect():
                 total += sum(1 for s in family.samples if not s.name.endswith("_created"))
         return float(total + 1)
 
@@ -361,7 +360,7 @@ class Exporter:
                     value = row.get(column)
                     if value is not None:
                         self.gauges[gauge].labels(cluster).set(value)
-                    elif gauge == CONTROLLER_GAUGE:
+                    elif gauge == metric.ACTIVE_CONTROLLERS:
                         # unknown (the last controller's numbers are missing), not 0 and
                         # not the window before's: absent, which the rule's `for:` rides out
                         _remove(self.gauges[gauge], cluster)
@@ -369,7 +368,7 @@ class Exporter:
 
     def update_churn(self, unmatched: dict[tuple[str, str], float]) -> None:
         with self._lock:
-            gauge = self.gauges["kafka_health_isr_churn_unmatched_shrinks"]
+            gauge = self.gauges[metric.ISR_CHURN_UNMATCHED_SHRINKS]
             for (cluster, broker), value in unmatched.items():
                 if (cluster, broker) in self._seen_brokers:
                     gauge.labels(cluster, broker).set(value)
@@ -390,10 +389,10 @@ class Exporter:
                 for bound in BOUND_ORDER:
                     value = row.get(f"ceiling_{bound}")
                     if value is None:
-                        writes.remove("kafka_health_partition_ceiling", (*key, bound))
+                        writes.remove(metric.PARTITION_CEILING, (*key, bound))
                     else:
-                        writes.set("kafka_health_partition_ceiling", (*key, bound), value)
-                ratio = "kafka_health_partition_headroom_ratio"
+                        writes.set(metric.PARTITION_CEILING, (*key, bound), value)
+                ratio = metric.PARTITION_HEADROOM_RATIO
                 previous = self._binding.get(key)
                 if previous is not None and previous != row["binding_bound"]:
                     writes.remove(ratio, (*key, previous))
@@ -401,8 +400,8 @@ class Exporter:
                 if row["binding_ceiling"]:
                     writes.set(ratio, (*key, row["binding_bound"]),
                                row["headroom"] / row["binding_ceiling"])
-                writes.set("kafka_health_partition_headroom", key, row["headroom"])
-                days = "kafka_health_days_to_partition_ceiling"
+                writes.set(metric.PARTITION_HEADROOM, key, row["headroom"])
+                days = metric.DAYS_TO_PARTITION_CEILING
                 if row["days_to_ceiling"] is None:
                     writes.remove(days, key)
                 else:
@@ -426,7 +425,7 @@ class Exporter:
             # its cluster going dark (time() - this) for as long as its clock is ahead.
             now = self.clock()
             for cluster, ts in newest.items():
-                self.gauges["kafka_health_cluster_last_sample_timestamp_seconds"].labels(
+                self.gauges[metric.CLUSTER_LAST_SAMPLE_TIMESTAMP_SECONDS].labels(
                     cluster).set(min(ts.timestamp(), now))
             for (cluster, broker), ts in self._broker_last_ts.items():
                 if ts is None:
@@ -436,9 +435,9 @@ class Exporter:
                 wall = datetime.fromtimestamp(now, UTC)
                 age = (min(newest[cluster], wall) - min(ts, wall)).total_seconds()
                 is_stale = age > stale_after_seconds
-                self.gauges["kafka_health_broker_last_sample_age_seconds"].labels(
+                self.gauges[metric.BROKER_LAST_SAMPLE_AGE_SECONDS].labels(
                     cluster, broker).set(age)
-                self.gauges["kafka_health_broker_stale"].labels(cluster, broker).set(
+                self.gauges[metric.BROKER_STALE].labels(cluster, broker).set(
                     1 if is_stale else 0)
                 if is_stale:
                     stale.append((cluster, broker, age))
@@ -454,7 +453,7 @@ class Exporter:
             if row["cluster"] in self._seen_clusters:
                 counts[(row["cluster"], row["kind"])] = counts.get((row["cluster"], row["kind"]),
                                                                   0) + 1
-        gauge = self.gauges["kafka_health_open_incidents"]
+        gauge = self.gauges[metric.OPEN_INCIDENTS]
         for (cluster, kind), value in counts.items():
             gauge.labels(cluster, kind).set(value)
 

@@ -14,6 +14,7 @@ import contextlib
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from streaming import metric_names as metric
 from streaming.metadata.board import CauseView
 from streaming.metadata.causes import top_brokers_by_kind
 from streaming.metadata.health import PollerHealth
@@ -22,13 +23,6 @@ from streaming.metadata.rules import RULES
 
 if TYPE_CHECKING:  # the exporter imports the config, which may import this package
     from streaming.exporter import Exporter
-
-UP = "kafka_health_metadata_up"
-LAST_SUCCESS = "kafka_health_metadata_last_success_timestamp_seconds"
-ERROR = "kafka_health_metadata_error"
-FINDINGS = "kafka_health_durability_audit_findings"
-CAUSES = "kafka_health_metadata_cause_broker_partitions"
-CAUSE_INFO = "kafka_health_metadata_cause_info"
 
 
 def _replace(exporter: Exporter, name: str, cluster: str,
@@ -55,10 +49,11 @@ def export_health(exporter: Exporter, health: PollerHealth) -> None:
     if health.up is None:
         return
     cluster = health.cluster
-    _replace(exporter, UP, cluster, {(): 1.0 if health.up else 0.0})
+    _replace(exporter, metric.METADATA_UP, cluster, {(): 1.0 if health.up else 0.0})
     if health.last_success_at is not None:
-        _replace(exporter, LAST_SUCCESS, cluster, {(): health.last_success_at.timestamp()})
-    _replace(exporter, ERROR, cluster, {} if health.up or health.error is None
+        _replace(exporter, metric.METADATA_LAST_SUCCESS_TIMESTAMP_SECONDS, cluster,
+                 {(): health.last_success_at.timestamp()})
+    _replace(exporter, metric.METADATA_ERROR, cluster, {} if health.up or health.error is None
              else {(health.error,): 1.0})
 
 
@@ -68,7 +63,7 @@ def export_findings(exporter: Exporter, cluster: str, findings: Iterable[Mapping
     counts = {(rule,): 0.0 for rule in rules}
     for finding in findings:
         counts[(finding["rule"],)] = counts.get((finding["rule"],), 0.0) + 1.0
-    _replace(exporter, FINDINGS, cluster, counts)
+    _replace(exporter, metric.DURABILITY_AUDIT_FINDINGS, cluster, counts)
 
 
 def export_causes(exporter: Exporter, snapshot: ClusterSnapshot, top_n: int = 3) -> None:
@@ -77,14 +72,14 @@ def export_causes(exporter: Exporter, snapshot: ClusterSnapshot, top_n: int = 3)
     values = {(kind, str(broker)): float(count)
               for kind, ranked in top_brokers_by_kind(snapshot, top_n).items()
               for broker, count in ranked}
-    _replace(exporter, CAUSES, snapshot.cluster, values)
+    _replace(exporter, metric.METADATA_CAUSE_BROKER_PARTITIONS, snapshot.cluster, values)
 
 
 def export_cause_info(exporter: Exporter, view: CauseView) -> None:
     """One series per (kind, leader) with brokers to blame, the blame as its `cause` label
     (value 1), read by the alert rules' annotations; a cause that cleared, or whose text
     changed, loses its series. At most one series per leader and kind, never per partition."""
-    _replace(exporter, CAUSE_INFO, view.cluster,
+    _replace(exporter, metric.METADATA_CAUSE_INFO, view.cluster,
              {(kind, leader, blame): 1.0 for (leader, kind), blame in view.blame.items()})
 
 

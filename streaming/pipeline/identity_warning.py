@@ -9,6 +9,7 @@ from collections.abc import Callable
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from streaming import metric_names as metric
 from streaming.common.repeated_warning import RepeatedWarnings
 from streaming.exporter import Exporter
 
@@ -45,7 +46,7 @@ class DefaultedIdentity:
         if not total:
             return 0
         if exporter is not None:
-            exporter.count("kafka_health_pipeline_identity_defaulted_samples_total", total,
+            exporter.count(metric.PIPELINE_IDENTITY_DEFAULTED_SAMPLES_TOTAL, total,
                            field="cluster")
         for topic, count in per_topic.items():
             if not count or self._warned.due(topic) is None:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from streaming import metric_names as metric
 from streaming.common.repeated_warning import RepeatedWarnings
 from streaming.metadata.board import CauseBoard, CauseView
 
@@ -28,7 +29,6 @@ if TYPE_CHECKING:
     from streaming.exporter import Exporter
 
 LOG = logging.getLogger("kafka_health.views")
-COUNTER = "kafka_health_pipeline_view_disagreements_total"
 POLLS = 3
 WARN_EVERY_SECONDS = 600.0
 METRICS, METADATA, NEITHER = "metrics", "metadata", "neither"
@@ -129,7 +129,7 @@ class ViewAgreement:
         stale = stale_view(metrics, poll, self.metrics_slack, self.poll_slack)
         self.episodes += 1
         if self.exporter is not None:
-            self.exporter.count(COUNTER, stale=stale)
+            self.exporter.count(metric.PIPELINE_VIEW_DISAGREEMENTS_TOTAL, stale=stale)
         if self._warned.due(cluster) is None:
             return
         looks = {METRICS: "the metrics look stale (the poll is newer than their newest sample)",

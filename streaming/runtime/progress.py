@@ -11,13 +11,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from streaming import metric_names as metric
 from streaming.exporter import Exporter
 from streaming.pipeline.batch import BatchProcessor
 from streaming.pipeline.stats import BatchStats
 from streaming.runtime.lag_probe import LagProbe
 from streaming.runtime.progress_events import JsonProgressListener
 
-SOURCE_ERROR = "kafka_health_pipeline_source_error"
+SOURCE_ERROR = metric.PIPELINE_SOURCE_ERROR
 
 
 class ProgressListener(JsonProgressListener):
@@ -40,14 +41,14 @@ class ProgressListener(JsonProgressListener):
 
     def onQueryStarted(self, event: Any) -> None:
         if self.exporter:
-            self.exporter.pipeline("kafka_health_pipeline_up", 1)
+            self.exporter.pipeline(metric.PIPELINE_UP, 1)
             # The stall clock starts with the query: left at 0 until the first batch, a
             # restarted driver would read as stalled since 1970 and page at once.
-            self.exporter.pipeline("kafka_health_pipeline_last_batch_timestamp_seconds",
+            self.exporter.pipeline(metric.PIPELINE_LAST_BATCH_TIMESTAMP_SECONDS,
                                    time.time())
             # Not known until a batch or a probe answers: left at 0, a query whose broker
             # is down from the start would also page as subscribed to nothing.
-            self.exporter.pipeline("kafka_health_pipeline_source_partitions", math.nan)
+            self.exporter.pipeline(metric.PIPELINE_SOURCE_PARTITIONS, math.nan)
 
     def onQueryProgress(self, event: Any) -> None:
         self.batch_committed.set()
@@ -67,25 +68,25 @@ class ProgressListener(JsonProgressListener):
         lag = self.lag(end) if end else None
         if self.exporter:
             ex = self.exporter
-            ex.pipeline("kafka_health_pipeline_last_batch_timestamp_seconds", time.time())
-            ex.pipeline("kafka_health_pipeline_batch_duration_seconds", duration)
-            ex.pipeline("kafka_health_pipeline_input_rows_per_second", rate)
-            ex.pipeline("kafka_health_pipeline_source_up", 0 if lag is None else 1)
+            ex.pipeline(metric.PIPELINE_LAST_BATCH_TIMESTAMP_SECONDS, time.time())
+            ex.pipeline(metric.PIPELINE_BATCH_DURATION_SECONDS, duration)
+            ex.pipeline(metric.PIPELINE_INPUT_ROWS_PER_SECOND, rate)
+            ex.pipeline(metric.PIPELINE_SOURCE_UP, 0 if lag is None else 1)
             self._export_source_error()
             if lag is not None:
-                ex.pipeline("kafka_health_pipeline_source_lag_records", lag)
+                ex.pipeline(metric.PIPELINE_SOURCE_LAG_RECORDS, lag)
             if end:  # a batch read them: the idle probe counts them when none comes
-                ex.pipeline("kafka_health_pipeline_source_partitions",
+                ex.pipeline(metric.PIPELINE_SOURCE_PARTITIONS,
                             sum(len(parts) for parts in end.values()))
             lost = offsets_lost(offsets_json(source.startOffset) if source else None,
                                 end) + stats.lost_ranges
             if lost:
-                ex.count("kafka_health_pipeline_source_data_loss_total", lost)
+                ex.count(metric.PIPELINE_SOURCE_DATA_LOSS_TOTAL, lost)
             if stats.newest_event is not None:
-                ex.pipeline("kafka_health_pipeline_newest_event_timestamp_seconds",
+                ex.pipeline(metric.PIPELINE_NEWEST_EVENT_TIMESTAMP_SECONDS,
                             stats.newest_event.timestamp())
-            ex.count("kafka_health_pipeline_batches_total")
-            ex.count("kafka_health_pipeline_input_records_total", rows)
+            ex.count(metric.PIPELINE_BATCHES_TOTAL)
+            ex.count(metric.PIPELINE_INPUT_RECORDS_TOTAL, rows)
         if self.printer and rows:
             newest = stats.newest_event.strftime("%H:%M:%SZ") if stats.newest_event else "-"
             self.printer(
@@ -106,15 +107,15 @@ class ProgressListener(JsonProgressListener):
 
     def onQueryIdle(self, event: Any) -> None:
         if self.exporter:
-            self.exporter.pipeline("kafka_health_pipeline_last_batch_timestamp_seconds",
+            self.exporter.pipeline(metric.PIPELINE_LAST_BATCH_TIMESTAMP_SECONDS,
                                    time.time())
             # Idle may mean "no new metrics" or "broker gone": the probe tells them apart,
             # also before any batch (an empty topic at start is not an unreachable broker).
             reachable = self.lag(self.last_end or {}) is not None
-            self.exporter.pipeline("kafka_health_pipeline_source_up", int(reachable))
+            self.exporter.pipeline(metric.PIPELINE_SOURCE_UP, int(reachable))
             readable = self.lag.readable_partitions() if reachable else None
             if readable is not None:
-                self.exporter.pipeline("kafka_health_pipeline_source_partitions", readable)
+                self.exporter.pipeline(metric.PIPELINE_SOURCE_PARTITIONS, readable)
             self._export_source_error()
 
     def _export_source_error(self) -> None:
@@ -133,7 +134,7 @@ class ProgressListener(JsonProgressListener):
 
     def onQueryTerminated(self, event: Any) -> None:
         if self.exporter:
-            self.exporter.pipeline("kafka_health_pipeline_up", 0)
+            self.exporter.pipeline(metric.PIPELINE_UP, 0)
 
 
 def _steps(timings: dict[str, float]) -> str:

@@ -6,11 +6,12 @@ from prometheus_client import CollectorRegistry
 
 from streaming.exporter import Exporter
 from streaming.metadata.board import CauseBoard, cause_view
-from streaming.metadata.export import CAUSE_INFO, export_cause_info
+from streaming.metadata.export import export_cause_info
 from streaming.metadata.handler import PollHandler
 from streaming.metadata.health import PollerHealth
 from streaming.metadata.poller import PollResult
 from streaming.metadata.rules import load_rules
+from streaming.metric_names import METADATA_CAUSE_INFO
 from tests.unit.metadata_builders import T0, at, snapshot, topic
 
 BROKERS = {b: None for b in range(1, 6)}
@@ -24,7 +25,7 @@ ONE_DOWN = snapshot(topic("orders", [[1, 4, 5]] * 2, isr={0: [1, 4]}),
 
 
 def series(exporter: Exporter) -> set[tuple[str, ...]]:
-    return {tuple(s.labels.values()) for family in exporter.gauges[CAUSE_INFO].collect()
+    return {tuple(s.labels.values()) for family in exporter.gauges[METADATA_CAUSE_INFO].collect()
             for s in family.samples}
 
 

@@ -4,13 +4,8 @@ from __future__ import annotations
 
 import re
 
-from streaming.schemas import load_yaml
 from streaming.signal_catalog import OPERATORS, signal, signals
-
-
-def contract_names() -> set[str]:
-    return {name for group in load_yaml("exported_metrics.yaml").values()
-            for kind in ("gauges", "counters") for name in group.get(kind) or {}}
+from tests.unit.test_metric_names import contract_names
 
 
 def test_every_signal_reads_only_exported_series() -> None:

@@ -11,8 +11,8 @@ from prometheus_client import CollectorRegistry
 
 from streaming.exporter import Exporter
 from streaming.metadata.board import CauseBoard, CauseView
+from streaming.metric_names import PIPELINE_VIEW_DISAGREEMENTS_TOTAL
 from streaming.pipeline.view_agreement import (
-    COUNTER,
     METADATA,
     METRICS,
     NEITHER,
@@ -45,7 +45,8 @@ class Bed:
         self.views.observe({cluster: MetricsView(window, jmx, sample or self.poll_at)})
 
     def counted(self, stale: str) -> float:
-        return self.exporter.registry.get_sample_value(COUNTER, {"stale": stale}) or 0.0
+        registry = self.exporter.registry
+        return registry.get_sample_value(PIPELINE_VIEW_DISAGREEMENTS_TOTAL, {"stale": stale}) or 0.0
 
 
 def test_agreement_and_a_short_disagreement_are_quiet(caplog: pytest.LogCaptureFixture) -> None:
