@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 
 from streaming import failpoints, poison
+from streaming import metric_names as metric
 from streaming.broker_admission import BrokerAdmission
 from streaming.config import Config
 from streaming.decode.packing import WrittenBatch, lost_ranges, unpack, unpack_written
@@ -389,7 +390,7 @@ class BatchProcessor:
             return
         for category, count in zip(rejects["source_topic"].to_pylist(),
                                    rejects["quarantined"].to_pylist(), strict=True):
-            self.exporter.count("kafka_health_pipeline_quarantined_records_total", count,
+            self.exporter.count(metric.PIPELINE_QUARANTINED_RECORDS_TOTAL, count,
                                 reason=category)
 
     def quarantine(self, table: DeltaSink, rejected: pa.Table, batch_id: int) -> None:
@@ -397,7 +398,7 @@ class BatchProcessor:
         by reason category."""
         if table.append(quarantine_rows(rejected), batch_id) and self.exporter:
             for reason in rejected["reject_reason"].to_pylist():
-                self.exporter.count("kafka_health_pipeline_quarantined_records_total",
+                self.exporter.count(metric.PIPELINE_QUARANTINED_RECORDS_TOTAL,
                                     reason=reason_category(reason))
 
     def cull(self, rows: pa.Table, failure: poison.Failure, batch_id: int) -> pa.Table:
@@ -593,4 +594,4 @@ class BatchProcessor:
         if self.tables["dq_results"].append(results, batch_id) and self.exporter:
             failed = sum(1 for ok in results["success"].to_pylist() if not ok)
             if failed:
-                self.exporter.count("kafka_health_pipeline_dq_failures_total", failed)
+                self.exporter.count(metric.PIPELINE_DQ_FAILURES_TOTAL, failed)

@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from streaming import failpoints
+from streaming import metric_names as metric
 from streaming.broker_admission import BrokerAdmission
 from streaming.config import Config
 from streaming.exporter import BROKER_ROW_COLUMNS, Exporter
@@ -219,7 +220,7 @@ class SignalStages:
         if exporter is not None:
             failures = self.pusher.stats.failures
             if failures > self.push_failures_seen:
-                exporter.count("kafka_health_pipeline_alert_push_failures_total",
+                exporter.count(metric.PIPELINE_ALERT_PUSH_FAILURES_TOTAL,
                                failures - self.push_failures_seen)
             self.push_failures_seen = failures
             open_now = self.tables["incidents"].read(
