@@ -15,6 +15,13 @@ its own aggregation and selector (q), and colours exactly the signal's bad value
 tests/dashboards checks that every single-series panel turns non-green exactly where its
 alert fires, and every expression against the exported-series contract
 (metrics_schemas/exported_metrics.yaml).
+
+The panels are plain dicts, not grafana-foundation-sdk builders: its query variables
+cannot carry the `definition` Grafana shows for them, its layout lets a panel run past the
+24th column instead of starting a new line and numbers no panels (dashboards/
+expectations.yaml names panels by id), and it writes defaults of its own into every panel
+(a browser time zone, repeat directions, transparency), so it would take over the JSON
+without taking over these choices.
 """
 
 from __future__ import annotations
