@@ -197,7 +197,7 @@ def test_committed_rules_and_runbooks_are_what_build_py_writes() -> None:
 def test_template_expressions_read_series_only_through_the_catalog() -> None:
     """Every series an expression reads is a signal of metrics_schemas/signals.yaml: a rule
     and the panels that show its signal cannot drift apart."""
-    text = re.sub(r"\[\[(\w+)(?:\.(\w+))?\]\]", r"signal_\1", RULES_TEMPLATE.read_text())
+    text = re.sub(r"\[\[(\w+)(?:\.[\w:]+)?\]\]", r"signal_\1", RULES_TEMPLATE.read_text())
     exprs = [r["expr"] for g in yaml.safe_load(text)["groups"] for r in g["rules"]]
     assert len(exprs) == len(rule_ids())
     assert [e for e in exprs if "kafka_health_" in e] == []
