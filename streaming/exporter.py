@@ -59,7 +59,6 @@ BROKER_ROW_COLUMNS = ("cluster", "broker", "window_start", "window_end", "last_s
 # event time and of wall-clock time both: a catch-up batch (a restart after downtime)
 # brings many windows at once, and one older than the newest by UNCLEAN_HOLD must still
 # be exported for UNCLEAN_HOLD of scrapes, not dropped in the update that brought it.
-UNCLEAN_GAUGE = metric.UNCLEAN_LEADER_ELECTIONS_WINDOW_INCREASE
 UNCLEAN_HOLD = timedelta(minutes=5)
 # Windows that left the hold are remembered this long (event time) with their count: a
 # window sent again (late samples recompute it) is news only if its count went up, not a
@@ -343,7 +342,7 @@ class Exporter:
                 for window in [w for w in exported
                                if newest and w <= newest - UNCLEAN_REMEMBERED]:
                     del exported[window]
-                self.gauges[UNCLEAN_GAUGE].labels(*key).set(
+                self.gauges[metric.UNCLEAN_LEADER_ELECTIONS_WINDOW_INCREASE].labels(*key).set(
                     sum(count for count, _ in windows.values()))
             self._count_dropped()
 

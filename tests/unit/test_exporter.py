@@ -6,7 +6,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from streaming.config import ExporterConfig
-from streaming.exporter import UNCLEAN_GAUGE, Exporter
+from streaming.exporter import Exporter
+from streaming.metric_names import UNCLEAN_LEADER_ELECTIONS_WINDOW_INCREASE as UNCLEAN
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 
@@ -31,16 +32,16 @@ def test_an_unclean_election_is_held_even_when_a_newer_window_comes_in_the_same_
         exporter.update_brokers(list(rows))
 
     live(row(0, unclean=2.0), row(1, under_min=4.0))
-    assert value(exporter, UNCLEAN_GAUGE) == 2.0, "data loss must reach a scrape"
+    assert value(exporter, UNCLEAN) == 2.0, "data loss must reach a scrape"
     assert value(exporter, "kafka_health_under_min_isr_partitions") == 4.0, "levels: newest"
     live(row(2, unclean=1.0))
-    assert value(exporter, UNCLEAN_GAUGE) == 3.0
+    assert value(exporter, UNCLEAN) == 3.0
     live(row(4))
-    assert value(exporter, UNCLEAN_GAUGE) == 3.0, "held for 5 minutes"
+    assert value(exporter, UNCLEAN) == 3.0, "held for 5 minutes"
     live(row(6))
-    assert value(exporter, UNCLEAN_GAUGE) == 1.0, "minute 0 left the hold"
+    assert value(exporter, UNCLEAN) == 1.0, "minute 0 left the hold"
     live(row(8))
-    assert value(exporter, UNCLEAN_GAUGE) == 0.0
+    assert value(exporter, UNCLEAN) == 0.0
 
 
 def test_an_unclean_election_deep_in_a_catch_up_batch_is_held_for_5_minutes_of_scrapes():
@@ -49,13 +50,13 @@ def test_an_unclean_election_deep_in_a_catch_up_batch_is_held_for_5_minutes_of_s
     clock = Clock(T0 + timedelta(minutes=20))
     exporter = Exporter(clock=clock)
     exporter.update_brokers([row(m, unclean=2.0 if m == 1 else 0.0) for m in range(9)])
-    assert value(exporter, UNCLEAN_GAUGE) == 2.0, "the backlog's loss must reach a scrape"
+    assert value(exporter, UNCLEAN) == 2.0, "the backlog's loss must reach a scrape"
     clock.at += timedelta(seconds=240)
     exporter.update_brokers([row(9)])
-    assert value(exporter, UNCLEAN_GAUGE) == 2.0, "held 5 minutes of wall clock"
+    assert value(exporter, UNCLEAN) == 2.0, "held 5 minutes of wall clock"
     clock.at += timedelta(seconds=61)
     exporter.update_brokers([row(10)])
-    assert value(exporter, UNCLEAN_GAUGE) == 0.0
+    assert value(exporter, UNCLEAN) == 0.0
 
 
 def test_a_window_sent_again_after_its_hold_pages_only_for_a_new_loss():
@@ -67,18 +68,18 @@ def test_a_window_sent_again_after_its_hold_pages_only_for_a_new_loss():
     for minute in range(1, 12):
         clock.at = T0 + timedelta(minutes=minute + 1, seconds=30)
         exporter.update_brokers([row(minute)])
-    assert value(exporter, UNCLEAN_GAUGE) == 0.0
+    assert value(exporter, UNCLEAN) == 0.0
     exporter.update_brokers([row(0, unclean=2.0), row(12)])
-    assert value(exporter, UNCLEAN_GAUGE) == 0.0, "the same loss again"
+    assert value(exporter, UNCLEAN) == 0.0, "the same loss again"
     exporter.update_brokers([row(0, unclean=3.0), row(12)])
-    assert value(exporter, UNCLEAN_GAUGE) == 3.0, "a loss the first count did not hold"
+    assert value(exporter, UNCLEAN) == 3.0, "a loss the first count did not hold"
 
 
 def test_a_late_recomputation_of_a_held_window_replaces_its_count_not_adds_to_it():
     exporter = Exporter()
     exporter.update_brokers([row(0, unclean=1.0), row(1)])
     exporter.update_brokers([row(0, unclean=2.0)])  # late samples for minute 0
-    assert value(exporter, UNCLEAN_GAUGE) == 2.0
+    assert value(exporter, UNCLEAN) == 2.0
 
 
 def samples(exporter: Exporter) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
