@@ -85,7 +85,7 @@ class Job:
         another checkpoint wrote the tables (this one new, or another job's), before any of
         this checkpoint is changed; then one ahead of its tables is cut back to them."""
         config, storage = self.config, self.config.delta.storage()
-        # Listed, not read (kafka_python.last_checkpointed_offsets): a remote log that cannot be
+        # Listed, not read (source.offsets.last_checkpointed_offsets): a remote log that cannot be
         # read must stop the start, not pass for an empty one (which renews the app id)
         is_new = not checkpoint_batches(config.spark.checkpoint, "offsets", storage)
         renewed = renew_if_logs_lost(

@@ -77,7 +77,7 @@ def sample_records(client: dict[str, Any], topic: str, count: int, from_beginnin
     by record time, as a kafka_records batch with headers."""
     from confluent_kafka import Consumer, KafkaException
 
-    from streaming.source.kafka_python import _RECORDS
+    from streaming.source.records import RECORDS
 
     consumer = Consumer(consumer_config("peek", {**client, "logger": kafka_logger()}))
     deadline = time.monotonic() + timeout
@@ -89,8 +89,8 @@ def sample_records(client: dict[str, Any], topic: str, count: int, from_beginnin
     finally:
         consumer.close()
     if not batches:
-        return pa.RecordBatch.from_pylist([], schema=_RECORDS)
-    table = pa.Table.from_batches(batches, schema=_RECORDS).sort_by(
+        return pa.RecordBatch.from_pylist([], schema=RECORDS)
+    table = pa.Table.from_batches(batches, schema=RECORDS).sort_by(
         [("timestamp", "ascending"), ("partition", "ascending"), ("offset", "ascending")])
     start = 0 if from_beginning else max(0, table.num_rows - count)
     return table.slice(start, count).combine_chunks().to_batches()[0]
@@ -100,7 +100,7 @@ def _ranges(consumer: Any, topic: str, count: int, from_beginning: bool,
             timeout: float) -> list[Any]:
     from confluent_kafka import TopicPartition
 
-    from streaming.source.kafka_python import KafkaRange
+    from streaming.source.ranges import KafkaRange
 
     metadata = consumer.list_topics(timeout=timeout)
     found = metadata.topics.get(topic)
@@ -134,7 +134,7 @@ def _read(consumer: Any, want: Any, deadline: float) -> list[pa.RecordBatch]:
     (a transactional topic's control records leave offsets no message has)."""
     from confluent_kafka import TopicPartition
 
-    from streaming.source.kafka_python import records_batch
+    from streaming.source.records import records_batch
 
     consumer.assign([TopicPartition(want.topic, want.partition, want.start)])
     position, out = want.start, []

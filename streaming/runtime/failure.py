@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-# "streaming.source.kafka_python.KafkaUnavailableError: cannot read offsets ...": a class
+# "streaming.source.errors.KafkaUnavailableError: cannot read offsets ...": a class
 # (capitalized) in one of the project's modules, at the start of a line
 _OWN = re.compile(r"^(streaming(?:\.[a-z_]\w*)+\.([A-Z]\w*)): (.+)$", re.MULTILINE)
 # "PermissionError: [Errno 1] Failed to open local file ...": the last line of a Python

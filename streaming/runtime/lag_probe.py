@@ -105,7 +105,7 @@ class LagProbe:
         when set) that the broker lists without an error; None when it does not answer.
         0 is a query that reads nothing with the broker up: a misspelt or missing topic,
         or one the broker refuses (an ACL)."""
-        from streaming.source.kafka_python import subscribed_partitions
+        from streaming.source.offsets import subscribed_partitions
 
         source = self.config.source
         # the source's own subscription: the pattern when set, else the topic names

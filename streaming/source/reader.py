@@ -14,7 +14,8 @@ from streaming.decode.stage import decode_stage
 from streaming.kafka_client import SECRETS_OPTION, java_options, secret_references
 from streaming.locations import is_local
 from streaming.sinks.task_files import TaskWriter
-from streaming.source.kafka_python import SOURCE_NAME, KafkaHealthKafkaSource
+from streaming.source.data_source import KafkaHealthKafkaSource
+from streaming.source.options import SOURCE_NAME
 
 KAFKA_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp", "timestampType",
                  "headers")  # headers (includeHeaders): the identity headers cluster, broker

@@ -80,7 +80,9 @@ from streaming.decode.records import DecodeContext  # noqa: E402
 from streaming.simulate.formats import jolokia_single  # noqa: E402
 from streaming.simulate.model import ClusterModel  # noqa: E402
 from streaming.simulate.samples import broker_samples  # noqa: E402
-from streaming.source.kafka_python import CHUNK, KafkaStreamReader, reader_config  # noqa: E402
+from streaming.source.partition_reader import reader_config  # noqa: E402
+from streaming.source.records import CHUNK  # noqa: E402
+from streaming.source.stream import KafkaStreamReader  # noqa: E402
 from streaming.testbed.kafka import create_topic, metrics_cluster  # noqa: E402
 from tests.benchmarks.proctree import (  # noqa: E402
     ThreadReading,

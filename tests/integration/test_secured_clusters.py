@@ -52,7 +52,8 @@ from streaming.metadata import MetadataPoller, PollerSettings
 from streaming.metadata.health import UNAUTHORIZED, UNREACHABLE
 from streaming.runtime.lag_probe import LagProbe
 from streaming.runtime.progress import SOURCE_ERROR, ProgressListener
-from streaming.source.kafka_python import KafkaHealthKafkaSource, KafkaUnavailableError
+from streaming.source.data_source import KafkaHealthKafkaSource
+from streaming.source.errors import KafkaUnavailableError
 from streaming.source.reader import python_source_options
 from streaming.testbed import faults
 from streaming.testbed.demo import targets

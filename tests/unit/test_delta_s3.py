@@ -13,7 +13,8 @@ import pytest
 from streaming.config import load_config
 from streaming.locations import exists, join, read_or_create_text, read_text, write_text
 from streaming.sinks.delta_rs import DeltaRsTable
-from streaming.source.kafka_python import checkpoint_storage, last_checkpointed_offsets
+from streaming.source.offsets import last_checkpointed_offsets
+from streaming.source.options import checkpoint_storage
 from tests.s3 import BUCKET, KEY_ID, SECRET, s3_server
 
 

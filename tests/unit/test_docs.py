@@ -9,7 +9,7 @@ from pathlib import Path
 
 from streaming.config import load_config
 from streaming.pipeline.tables import TABLES
-from streaming.source.kafka_python import READER_PREFETCH_KBYTES
+from streaming.source.partition_reader import READER_PREFETCH_KBYTES
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"

@@ -10,17 +10,17 @@ SPARK_TEXT = """\
 [PYTHON_STREAMING_DATA_SOURCE_RUNTIME_ERROR] Failed when Python streaming data source \
 perform latestOffset: Traceback (most recent call last):
   File ".../pyspark/sql/streaming/python_streaming_source_runner.py", line 172, in main
-  File "/work/main/streaming/source/kafka_python.py", line 390, in latestOffset
-    latest = self._offsets("latest")
+  File "/work/main/streaming/source/stream.py", line 77, in latestOffset
+    latest = self.offsets.offsets("latest")
 cimpl.KafkaException: KafkaError{code=_TRANSPORT,val=-195,str="Failed to get metadata: \
 Local: Broker transport failure"}
 
 The above exception was the direct cause of the following exception:
 
 Traceback (most recent call last):
-  File "/work/main/streaming/source/kafka_python.py", line 394, in latestOffset
+  File "/work/main/streaming/source/stream.py", line 88, in latestOffset
     raise KafkaUnavailableError(
-streaming.source.kafka_python.KafkaUnavailableError: cannot read offsets from Kafka at \
+streaming.source.errors.KafkaUnavailableError: cannot read offsets from Kafka at \
 127.0.0.1:1 (source.bootstrap_servers) to start from: KafkaError{code=_TRANSPORT}
  SQLSTATE: 38000
 === Streaming Query ===

@@ -197,7 +197,8 @@ def test_defaulted_samples_are_counted_per_field_and_warned_about_per_topic(capl
 def test_the_python_source_carries_record_headers_to_the_decoder():
     from confluent_kafka import TIMESTAMP_CREATE_TIME, Message
 
-    from streaming.source.kafka_python import KafkaRange, records_batch
+    from streaming.source.ranges import KafkaRange
+    from streaming.source.records import records_batch
 
     def consumed(offset: int, headers: list[tuple[str, bytes | None]] | None) -> Message:
         return Message(topic="kafka-metrics", partition=0, offset=offset, value=jolokia(),

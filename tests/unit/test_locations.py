@@ -20,7 +20,7 @@ from streaming.locations import (
     scheme,
     write_text,
 )
-from streaming.source.kafka_python import last_checkpointed_offsets
+from streaming.source.offsets import last_checkpointed_offsets
 
 
 @pytest.mark.parametrize(("base", "parts", "joined"), [

@@ -14,15 +14,12 @@ from confluent_kafka import Producer
 from streaming.config import IdentityConfig
 from streaming.decode.packing import lost_ranges, unpack
 from streaming.decode.records import DecodeContext
-from streaming.source.kafka_python import (
-    KafkaDataLossError,
-    KafkaRange,
-    KafkaStreamReader,
-    ReadTask,
-    binary_column,
-    plan_tasks,
-    reader_config,
-)
+from streaming.source.errors import KafkaDataLossError
+from streaming.source.partition_reader import reader_config
+from streaming.source.planning import plan_tasks
+from streaming.source.ranges import KafkaRange, ReadTask
+from streaming.source.records import binary_column
+from streaming.source.stream import KafkaStreamReader
 
 
 def covered(tasks: list[list[KafkaRange]]) -> dict[tuple[str, int], list[tuple[int, int]]]:
@@ -266,12 +263,12 @@ def test_offsets_are_asked_again_while_a_partition_elects_its_leader() -> None:
 
     reader = KafkaStreamReader({"kafka.bootstrap.servers": "127.0.0.1:9", "subscribe": "t"})
     for code in (KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE):
-        reader._meta = _ElectingConsumer(3, code)
-        assert reader._watermarks("t", 0) == (3, 42) and reader._meta.asked == 4
-    reader._meta = _ElectingConsumer(1, KafkaError.TOPIC_AUTHORIZATION_FAILED)
+        reader.offsets._meta = _ElectingConsumer(3, code)
+        assert reader.offsets.watermarks("t", 0) == (3, 42) and reader.offsets._meta.asked == 4
+    reader.offsets._meta = _ElectingConsumer(1, KafkaError.TOPIC_AUTHORIZATION_FAILED)
     with pytest.raises(KafkaException):
-        reader._watermarks("t", 0)
-    assert reader._meta.asked == 1
+        reader.offsets.watermarks("t", 0)
+    assert reader.offsets._meta.asked == 1
 
 
 def test_a_create_time_no_timestamp_can_hold_is_quarantined_by_a_decoding_task(broker: Any
@@ -309,7 +306,7 @@ def test_a_range_of_large_records_is_read_in_chunks_bounded_by_their_bytes(broke
     """10,000 records of a few hundred KB would be gigabytes in one chunk: the reader takes
     fewer records a consume() once it has seen their size (and few before it has), so a
     chunk's values stay near CHUNK_BYTES; small records still come CHUNK at a time."""
-    from streaming.source.kafka_python import CHUNK, CHUNK_BYTES, FIRST_CHUNK
+    from streaming.source.records import CHUNK, CHUNK_BYTES, FIRST_CHUNK
     from streaming.testbed.kafka import create_topic
 
     topic = f"large-{time.monotonic_ns()}"
@@ -341,11 +338,11 @@ def test_a_broker_that_hangs_during_a_read_is_waited_out(
     import signal
     import threading
 
-    from streaming.source import kafka_python
+    from streaming.source import partition_reader
 
     fill_two_partitions(broker.bootstrap, topic, 50)
-    monkeypatch.setattr(kafka_python, "STALL_SECONDS", 2.0)
-    monkeypatch.setattr(kafka_python, "GONE_CHECK_SECONDS", 0.5)
+    monkeypatch.setattr(partition_reader, "STALL_SECONDS", 2.0)
+    monkeypatch.setattr(partition_reader, "GONE_CHECK_SECONDS", 0.5)
     caplog.set_level(logging.WARNING, "kafka_health.source")
     reader = KafkaStreamReader({"kafka.bootstrap.servers": broker.bootstrap, "subscribe": topic})
     read: list[int] = []

@@ -17,7 +17,8 @@ from pyspark.sql.datasource import CaseInsensitiveDict
 
 from streaming.config import Config, ConfigError, load_config
 from streaming.kafka_client import client_settings, java_options
-from streaming.source.kafka_python import KafkaHealthKafkaSource, reader_config
+from streaming.source.data_source import KafkaHealthKafkaSource
+from streaming.source.partition_reader import reader_config
 from streaming.source.reader import python_source_options, spark_source_options
 
 USER = "Monitor-Reader"
@@ -52,7 +53,7 @@ def test_the_python_source_reads_its_secrets_from_options_spark_lowercased(
     assert conf["ssl.key.password"] == env_password
     assert conf["sasl.username"] == USER  # a value keeps its case
     assert conf["bootstrap.servers"] == config.source.bootstrap_servers
-    assert reader.max_tasks == 2  # a camelCase option found in its lowercased key
+    assert reader.source.max_tasks == 2  # a camelCase option found in its lowercased key
     # what Spark shows in its plan and UI names where the secrets live, never what they are
     shown = json.dumps(dict(as_spark_hands_them))
     assert file_password not in shown and env_password not in shown

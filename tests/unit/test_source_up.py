@@ -13,7 +13,8 @@ from streaming.exporter import Exporter
 from streaming.logsetup import VERBOSITY_ENV
 from streaming.runtime.lag_probe import LagProbe
 from streaming.runtime.progress import ProgressListener
-from streaming.source.kafka_python import KafkaStreamReader, reader_config
+from streaming.source.partition_reader import reader_config
+from streaming.source.stream import KafkaStreamReader
 from streaming.testbed.kafka import free_port
 
 
@@ -79,7 +80,7 @@ def test_the_sources_clients_keep_librdkafka_off_stderr_unless_verbose(
 
     monkeypatch.setenv(VERBOSITY_ENV, verbosity)
     options = {"kafka.bootstrap.servers": f"127.0.0.1:{free_port()}", "subscribe": "metrics"}
-    planner = KafkaStreamReader(options)._consumer()
+    planner = KafkaStreamReader(options).offsets.consumer()
     task = Consumer(reader_config(options))
     try:
         for client in (planner, task):

@@ -135,7 +135,8 @@ def test_newest_event_and_touched_spans_survive_unrepresentable_times() -> None:
 def test_a_create_time_past_what_microseconds_hold_is_quarantined_not_fatal_to_the_read():
     from confluent_kafka import TIMESTAMP_CREATE_TIME, Message
 
-    from streaming.source.kafka_python import KafkaRange, records_batch
+    from streaming.source.ranges import KafkaRange
+    from streaming.source.records import records_batch
 
     now_ms = int(datetime.now(UTC).timestamp() * 1000)
     messages = [Message(topic="kafka-metrics", partition=0, offset=offset, key=b"prod/1",

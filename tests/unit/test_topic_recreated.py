@@ -11,7 +11,8 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
-from streaming.source.kafka_python import KafkaDataLossError, KafkaStreamReader
+from streaming.source.errors import KafkaDataLossError
+from streaming.source.stream import KafkaStreamReader
 from streaming.testbed.kafka import create_topic
 
 
