@@ -238,6 +238,28 @@ def test_thresholds_match_alerts_rules_file(dashboards):
     assert {a for a, _ in rules} == set(checked), "alerts without a dashboard panel"
 
 
+_SAID_BAD = re.compile(r"Bad: (?:anything )?(?P<op>>=|>|<) (?P<value>[\d.]+)(?P<unit>%|k)?")
+
+
+def test_descriptions_say_the_thresholds_the_panels_colour(dashboards):
+    """A panel's "Bad: > 0.8" is what its colours show: text written beside a threshold
+    from the signal catalog cannot stay behind when the catalog changes."""
+    checked = 0
+    for d in dashboards:
+        for p in v.iter_panels(d):
+            said = _SAID_BAD.search(p.get("description", ""))
+            if not said or "thresholds" not in p.get("fieldConfig", {}).get("defaults", {}):
+                continue
+            n = float(said["value"]) * {"%": 0.01, "k": 1000}.get(said["unit"] or "", 1)
+            fire, quiet = _probes(said["op"], n)
+            steps = _steps(p)
+            where = (d["uid"], p["title"], said.group(0), steps)
+            assert all(_color_at(steps, x) != "green" for x in fire), where
+            assert all(_color_at(steps, x) == "green" for x in quiet), where
+            checked += 1
+    assert checked >= 20
+
+
 def test_provisioning_files():
     dash = yaml.safe_load((PROVISIONING / "dashboards" / "kafka-health.yaml").read_text())
     assert dash["apiVersion"] == 1
