@@ -66,9 +66,12 @@ fi
 bash deploy/jvm/resolve.sh
 # Once per Java and Spark install; without it the job starts as well, only slower. Spark's
 # own chatter goes to a log, shown only when the build fails.
+# The Spark driver's archive, then the test bed's and the demo's Kafka nodes'.
 archive_log="$(mktemp)"
-if ! .venv/bin/python -m streaming.runtime.class_archive_build 2>"$archive_log"; then
-  tail -n 20 "$archive_log" >&2
-  echo "bootstrap.sh: a class-data archive was not built (above); the JVMs start without it" >&2
-fi
+for builder in streaming.runtime.class_archive_build streaming.testbed.class_archive; do
+  if ! .venv/bin/python -m "$builder" 2>"$archive_log"; then
+    tail -n 20 "$archive_log" >&2
+    echo "bootstrap.sh: a class-data archive was not built (above); the JVMs start without it" >&2
+  fi
+done
 rm -f "$archive_log"

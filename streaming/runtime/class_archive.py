@@ -12,10 +12,10 @@ bed's clusters come up sooner.
 An archive is only valid for the exact JVM and class path it was dumped with, so it is
 kept per fingerprint of both under `$KAFKA_HEALTH_CACHE/class-archives/` (default
 `~/.cache/kafka-health`), and created by `python -m streaming.runtime.class_archive_build`
-(which `deploy/bootstrap.sh` runs for the default session and the Kafka nodes). A JVM
-that finds the archive unusable (another JDK build, a jar replaced since) ignores it and
-starts as it would without one (`-Xshare:auto`); its warning is silenced because the
-job's own log then says nothing wrong. A missing archive costs nothing but the longer start.
+(the driver's) and `python -m streaming.testbed.class_archive` (the Kafka nodes'), which
+`deploy/bootstrap.sh` runs. A JVM that finds the archive unusable (another JDK build, a
+jar replaced since) ignores it and starts as it would without one (`-Xshare:auto`); its
+warning is silenced because the job's own log then says nothing wrong. A missing archive costs nothing but the longer start.
 """
 
 from __future__ import annotations

@@ -1,5 +1,4 @@
-"""Build the class-data sharing archives: the Spark driver's for a config's session, and
-(for the default config) the test bed's Kafka nodes'.
+"""Build the class-data sharing archive of the Spark driver for a config's session.
 
     python -m streaming.runtime.class_archive_build [--config FILE] [--force]
 
@@ -10,8 +9,8 @@ archive at its exit, checks that a JVM maps it, and only then renames it into pl
 (streaming/runtime/class_archive.py says why and how the job uses it). Idempotent: an
 archive already in place is kept unless --force. `deploy/bootstrap.sh` runs it for the
 default config; a deployment whose config adds jars (Spark's kafka source, delta-spark,
-S3A) runs it once with that config. The Kafka nodes' archive comes from a one-node
-cluster started, written to and stopped the same way.
+S3A) runs it once with that config. The test bed's Kafka nodes' archive is built the same
+way (`publish`) by streaming.testbed.class_archive.
 """
 
 from __future__ import annotations
@@ -32,7 +31,6 @@ from streaming.runtime.class_archive import (
     archive_dir,
     archive_path,
     dump_options,
-    kafka_archive_path,
     sharing_options,
 )
 from streaming.runtime.jvm import java
@@ -87,27 +85,6 @@ def build(config: Config, force: bool = False) -> tuple[Path | None, str]:
     return publish(archive_path(driver_classpath(conf)), "driver", dump, force)
 
 
-def build_kafka(force: bool = False) -> tuple[Path | None, str]:
-    """(the archive, what happened) for the test bed's Kafka JVMs: a one-node cluster
-    started, a topic created and written, stopped (SIGTERM: the JVM writes the archive
-    as it exits)."""
-    from confluent_kafka import Producer
-
-    from streaming.testbed.kafka import KafkaCluster, create_topic
-
-    def dump(partial: Path) -> None:
-        cluster = KafkaCluster(size=1, agents=False, name="class-archive")
-        cluster.nodes[0].archive_to = partial
-        with cluster:
-            create_topic(cluster.bootstrap, "warm-up", partitions=2)
-            producer = Producer({"bootstrap.servers": cluster.bootstrap})
-            for i in range(100):
-                producer.produce("warm-up", b"x" * 100, key=str(i).encode())
-            producer.flush(30)
-
-    return publish(kafka_archive_path(), "kafka", dump, force)
-
-
 def publish(target: Path | None, kind: str, dump: Callable[[Path], None], force: bool
             ) -> tuple[Path | None, str]:
     """Run `dump` (a JVM that writes its archive to the path given, and has exited), check
@@ -136,10 +113,9 @@ def publish(target: Path | None, kind: str, dump: Callable[[Path], None], force:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m streaming.runtime.class_archive_build",
-        description="Build the class-data sharing archives that halve the JVMs' start-up: "
-                    "the Spark driver's for the session of a config (default: the built-in "
-                    "one, and then the test bed's Kafka nodes' too). Safe to rerun: an "
-                    "archive in place is kept.")
+        description="Build the class-data sharing archive that halves the Spark driver "
+                    "JVM's start-up, for the session of a config (default: the built-in "
+                    "one). Safe to rerun: an archive in place is kept.")
     parser.add_argument("--config", help="the job's config file (the same as `kafka-health "
                         "run --config`); its engines and locations decide the class path")
     parser.add_argument("--force", action="store_true", help="build it again even if present")
@@ -147,9 +123,6 @@ def main(argv: list[str] | None = None) -> int:
     spark_log_config(0)  # the driver's log settings, as `kafka-health run` starts it
     path, what = build(load_config(args.config), args.force)
     print(f"Spark driver class-data archive: {path or '-'} ({what})")
-    if args.config is None:  # the test bed's and the demo's Kafka nodes
-        kafka, how = build_kafka(args.force)
-        print(f"Kafka test bed class-data archive: {kafka or '-'} ({how})")
     return 0 if path is not None else 1
 
 

@@ -212,7 +212,7 @@ class KafkaNode:
     mtls_port: int | None = None
     process: subprocess.Popen[bytes] | None = None
     # Where this node's JVM writes a class-data archive at its exit (the archive builder's
-    # node, streaming/runtime/class_archive_build.py); others map the one built, if any.
+    # node, streaming/testbed/class_archive.py); others map the one built, if any.
     archive_to: Path | None = None
 
     @property
