@@ -30,6 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from streaming.common.repeated_warning import RepeatedWarning, RepeatedWarnings
 from streaming.config import AlertPushConfig
 from streaming.paging.alerts import build_alerts, most_urgent
 from streaming.redact import redact_text, redact_url
@@ -38,8 +39,9 @@ LOG = logging.getLogger("kafka_health.alertpush")
 # After a failed POST to a member, skip that member for this long (the job keeps running at
 # full speed, the other members are pushed as usual).
 BACKOFF_SECONDS = 5.0
-# The per-push cap is warned about at most this often.
+# The per-push cap, and a member that goes on failing, are warned about at most this often.
 CAPPED_LOG_SECONDS = 60.0
+FAILING_LOG_SECONDS = 60.0
 
 
 @dataclass
@@ -52,7 +54,6 @@ class PushStats:
     skipped: int = 0
     last_error: str | None = None
     last_failure_at: float = 0.0
-    last_logged_at: float = 0.0
 
 
 @dataclass
@@ -62,7 +63,6 @@ class MemberState:
 
     last_error: str | None = None
     failed_at: float = 0.0
-    logged_at: float = 0.0
     failures: int = 0
 
 
@@ -142,7 +142,8 @@ class AlertPusher:
         self._stats = PushStats()
         self._members: dict[str, MemberState] = {}
         self._warned_kinds: set[str] = set()
-        self._capped_logged_at = -CAPPED_LOG_SECONDS  # time.monotonic(); never yet
+        self._capped = RepeatedWarning(CAPPED_LOG_SECONDS)
+        self._failing = RepeatedWarnings(FAILING_LOG_SECONDS)  # per member
 
     @property
     def stats(self) -> PushStats:
@@ -191,11 +192,8 @@ class AlertPusher:
         limit = self.config.max_alerts_per_push
         if len(alerts) <= limit:
             return alerts
-        now = time.monotonic()
         with self._lock:
-            log = now - self._capped_logged_at > CAPPED_LOG_SECONDS
-            if log:
-                self._capped_logged_at = now
+            log = self._capped.due() is not None
         if log:
             LOG.warning("alert push: %d alerts in one push, only the first %d "
                         "(alert_push.max_alerts_per_push) are sent", len(alerts), limit)
@@ -226,6 +224,7 @@ class AlertPusher:
             state = self._member(url)
             recovered = state.last_error is not None
             state.last_error = None
+            self._failing.ended(url)
             self._stats.last_error = next(
                 (s.last_error for s in self._members.values() if s.last_error), None)
         if recovered:
@@ -239,13 +238,10 @@ class AlertPusher:
             stats.failures += 1
             stats.last_failure_at = now
             state = self._member(url)
-            first = state.last_error is None
             state.last_error = stats.last_error = redact_text(f"{type(err).__name__}: {err}")
             state.failed_at = now
             state.failures += 1
-            log = first or now - state.logged_at > 60
-            if log:
-                state.logged_at = stats.last_logged_at = now
+            log = self._failing.due(url) is not None
             message, failures = state.last_error, state.failures
         if log:
             LOG.warning("alert push to %s failed (%s); retrying on later batches, %d failure(s) "
