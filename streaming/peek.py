@@ -14,9 +14,10 @@ moves anyone's offsets.
 from __future__ import annotations
 
 import difflib
+import json
 import time
 from collections import Counter
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import pyarrow as pa
