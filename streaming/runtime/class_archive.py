@@ -15,7 +15,8 @@ kept per fingerprint of both under `$KAFKA_HEALTH_CACHE/class-archives/` (defaul
 (the driver's) and `python -m streaming.testbed.class_archive` (the Kafka nodes'), which
 `deploy/bootstrap.sh` runs. A JVM that finds the archive unusable (another JDK build, a
 jar replaced since) ignores it and starts as it would without one (`-Xshare:auto`); its
-warning is silenced because the job's own log then says nothing wrong. A missing archive costs nothing but the longer start.
+warning is silenced because the job's own log then says nothing wrong. A missing archive
+costs nothing but the longer start.
 """
 
 from __future__ import annotations
