@@ -12,8 +12,8 @@ the rights sees (tests/real_kafka/test_metadata_unauthorized.py).
 
 TEST-BED SETTINGS (never copy them to production): faults show within seconds instead of
 Kafka's defaults of tens of seconds: `replica.lag.time.max.ms` 3 s (default 30 s), broker
-session timeout 6 s (default 9 s), controller election timeout 1 s, 1 MiB segments, and
-small heaps.
+session timeout 6 s (default 9 s), controller election timeout 1 s, 1 MiB segments, retention checked every 2 s,
+and small heaps.
 """
 
 from __future__ import annotations
@@ -59,6 +59,9 @@ FAST_FAULTS = {
     "group.initial.rebalance.delay.ms": "0",
     "auto.create.topics.enable": "false",
     "leader.imbalance.check.interval.seconds": "30",
+    # Retention deletes expired segments within seconds (default: checked every 5 minutes),
+    # for the consumer groups' loss to retention.
+    "log.retention.check.interval.ms": "2000",
 }
 HEAP = ["-Xms96m", "-Xmx384m"]
 # Client-grade JIT and one GC thread: four JVMs share two cores with Spark.

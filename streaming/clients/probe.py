@@ -1,0 +1,257 @@
+"""The durability probe of one watched cluster: acks=all writes through every broker's
+partitions, read back, on one thread.
+
+Why one thread: the producer's delivery reports are served by the thread that polls it,
+and the consumer is read by the thread that consumes; with both on the probe's thread, the
+ledger (streaming/clients/probe_ledger.py) has one owner and needs no lock. `on_close` is
+called on that thread with what each `close` returned.
+
+Why these producer settings: idempotent with acks=all, as a producer that must not lose
+or duplicate writes is configured; a delivery timeout of `timeout_seconds` (librdkafka's
+default is 5 minutes) so a write that cannot be made durable is reported within seconds;
+and few retries (librdkafka's default is unbounded), so the report carries the broker's
+own error (NOT_ENOUGH_REPLICAS) rather than the delivery timeout that ends the retrying.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from streaming.clients.probe_ledger import NO_LEADER, Loss, ProbeLedger, ProbeWindow
+from streaming.clients.probe_topic import DEFAULT_TOPIC, ProbeTopic, ensure_probe_topic
+from streaming.logsetup import kafka_logger
+
+LOG = logging.getLogger("kafka_health.clients")
+# Retries of a failed write: enough for a leader change, few enough that the broker's error
+# is reported before the delivery timeout.
+RETRIES = 2
+# Seconds before a failed check of the probe topic is made again.
+RECHECK_SECONDS = 5.0
+OnClose = Callable[[list[ProbeWindow], list[Loss]], None]
+
+
+@dataclass(frozen=True)
+class ProbeSettings:
+    """How the probe writes (the keys of the job's `probe` section)."""
+
+    topic: str = DEFAULT_TOPIC
+    # Seconds between two records on a partition: each broker's partitions get one write
+    # per interval.
+    interval_seconds: float = 5.0
+    window_seconds: float = 60.0
+    # A write not acked within it fails (librdkafka's delivery timeout).
+    timeout_seconds: float = 10.0
+    replication_factor: int = 3
+    retention_ms: int = 3_600_000
+    # Seconds between checks that every broker leads a partition of the probe topic.
+    topic_check_seconds: float = 60.0
+
+    def __post_init__(self) -> None:
+        if min(self.interval_seconds, self.window_seconds, self.timeout_seconds,
+               self.topic_check_seconds) <= 0:
+            raise ValueError("the probe's intervals, window and timeout must be > 0")
+        if self.replication_factor < 1:
+            raise ValueError("probe.replication_factor must be >= 1")
+
+
+def _message(run: str, sequence: int, sent_at: float) -> bytes:
+    return json.dumps({"run": run, "seq": sequence, "sent_ms": int(sent_at * 1000)},
+                      separators=(",", ":")).encode()
+
+
+def _parse(value: bytes | None, run: str) -> int | None:
+    """The sequence of a record this run wrote; None for anything else in the topic."""
+    try:
+        body = json.loads(value or b"")
+        return int(body["seq"]) if body.get("run") == run else None
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return None
+
+
+class DurabilityProbe:
+    """`start()` the probe thread, `stop()` to end it (the pending writes are flushed
+    within the timeout). `ledger` and the clients belong to the probe thread."""
+
+    def __init__(self, cluster: str, client_config: Mapping[str, Any],
+                 settings: ProbeSettings | None = None, on_close: OnClose | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.cluster = cluster
+        self.settings = settings or ProbeSettings()
+        self._client_config = dict(client_config)
+        self._on_close = on_close
+        self._clock = clock
+        self.run_id = uuid.uuid4().hex[:12]
+        self.ledger = ProbeLedger(cluster, self.settings.topic, self.settings.window_seconds,
+                                  self.settings.timeout_seconds + 2 * self.settings.interval_seconds)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._sequence: dict[int, int] = {}
+        self._topic: ProbeTopic | None = None
+        self._leaders: dict[int, int] = {}
+        self.error: str | None = None  # the last setup error, for the status and logs
+
+    # --- clients ------------------------------------------------------------------------
+
+    def _common(self) -> dict[str, Any]:
+        return {**self._client_config, "logger": kafka_logger()}
+
+    def _producer(self) -> Producer:
+        timeout_ms = int(self.settings.timeout_seconds * 1000)
+        return Producer({**self._common(), "enable.idempotence": True, "acks": "all",
+                         "linger.ms": 0, "delivery.timeout.ms": timeout_ms,
+                         "request.timeout.ms": max(1000, timeout_ms // 2),
+                         "retries": RETRIES, "retry.backoff.ms": 200})
+
+    def _consumer(self) -> Consumer:
+        # No group: partitions are assigned, nothing is committed. From the earliest
+        # record when the position is gone (a log truncated by an unclean election):
+        # re-read records keep their offsets and are not counted twice.
+        return Consumer({**self._common(), "group.id": f"kafka-health-probe-{self.run_id}",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                         "fetch.wait.max.ms": 100, "enable.partition.eof": False})
+
+    # --- the thread ---------------------------------------------------------------------
+
+    def start(self) -> DurabilityProbe:
+        self._thread = threading.Thread(target=self._run, name=f"probe-{self.cluster}",
+                                        daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(self.settings.timeout_seconds + 30)
+
+    def _run(self) -> None:
+        admin = AdminClient(self._common())
+        producer = self._producer()
+        consumer = self._consumer()
+        next_check = next_send = next_close = 0.0
+        try:
+            while not self._stop.is_set():
+                now = self._clock()
+                if now >= next_check:
+                    checked = self._check_topic(admin, consumer)
+                    next_check = now + (self.settings.topic_check_seconds if checked
+                                        else RECHECK_SECONDS)
+                if self._topic is not None and now >= next_send:
+                    self._refresh_leaders(producer)
+                    self._send_round(producer, now)
+                    next_send = now + self.settings.interval_seconds
+                producer.poll(0)
+                self._read(consumer)
+                if now >= next_close:
+                    self._close(self._clock())
+                    next_close = now + 1.0
+        except Exception:
+            LOG.exception("probe %s: stopped by an unexpected error", self.cluster)
+        finally:
+            producer.flush(self.settings.timeout_seconds)
+            consumer.close()
+
+    def _check_topic(self, admin: Any, consumer: Consumer) -> bool:
+        """Ensure the topic; assign partitions new to the consumer. False when it failed
+        (said once per distinct error, tried again in a few seconds)."""
+        try:
+            topic = ensure_probe_topic(admin, self.settings.topic,
+                                       self.settings.replication_factor,
+                                       self.settings.retention_ms,
+                                       self.settings.timeout_seconds)
+            new = sorted(set(topic.preferred) - set(self._topic.preferred if self._topic
+                                                    else {}))
+            if new:
+                consumer.incremental_assign([TopicPartition(self.settings.topic, p, offset)
+                                             for p, offset in self._read_from(consumer, new)])
+        except Exception as exc:
+            if self.error != str(exc):
+                LOG.warning("probe %s: the probe topic %s could not be checked: %s",
+                            self.cluster, self.settings.topic, exc)
+            self.error = str(exc)
+            return False
+        self.error = None
+        self._topic = topic
+        self._leaders = dict(topic.leaders)
+        return True
+
+    def _read_from(self, consumer: Consumer, partitions: list[int]) -> list[tuple[int, int]]:
+        """Where to read each new partition from: its log end now, before this run writes
+        to it (records of earlier runs are not ours). Resolved here, not left to the
+        consumer's first fetch, which would come after the first writes and skip them."""
+        starts = []
+        for partition in partitions:
+            _, end = consumer.get_watermark_offsets(
+                TopicPartition(self.settings.topic, partition),
+                timeout=self.settings.timeout_seconds)
+            starts.append((partition, end))
+        return starts
+
+    def _refresh_leaders(self, producer: Producer) -> None:
+        """The leaders the producer's metadata names now, to attribute each write to."""
+        try:
+            meta = producer.list_topics(self.settings.topic,
+                                        timeout=min(1.0, self.settings.interval_seconds))
+        except Exception:  # keep the last known leaders
+            return
+        found = meta.topics.get(self.settings.topic)
+        if found is not None and found.error is None:
+            self._leaders = {p: part.leader for p, part in found.partitions.items()}
+
+    def _send_round(self, producer: Producer, now: float) -> None:
+        assert self._topic is not None
+        for partition in sorted(self._topic.preferred):
+            sequence = self._sequence.get(partition, 0)
+            self._sequence[partition] = sequence + 1
+            leader = self._leaders.get(partition, -1)
+            self.ledger.sent(partition, sequence, str(leader) if leader >= 0 else NO_LEADER,
+                             now)
+            try:
+                producer.produce(self.settings.topic, _message(self.run_id, sequence, now),
+                                 partition=partition,
+                                 on_delivery=self._delivered(partition, sequence))
+            except BufferError:
+                self.ledger.failed(partition, sequence, "_QUEUE_FULL", now)
+            except Exception as exc:  # a record the client refuses outright
+                error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) \
+                    else None
+                self.ledger.failed(partition, sequence,
+                                   error.name() if error else type(exc).__name__, now)
+
+    def _delivered(self, partition: int, sequence: int) -> Callable[[Any, Any], None]:
+        def report(err: KafkaError | None, msg: Any) -> None:
+            at = self._clock()
+            if err is None:
+                self.ledger.acked(partition, sequence, msg.offset(), at)
+            else:
+                self.ledger.failed(partition, sequence, err.name(), at)
+        return report
+
+    def _read(self, consumer: Consumer) -> None:
+        for msg in consumer.consume(num_messages=500, timeout=0.05):
+            if msg.error() is not None:
+                continue  # partition EOF and transient fetch errors: the client goes on
+            sequence = _parse(msg.value(), self.run_id)
+            if sequence is not None:
+                self.ledger.read(msg.partition(), sequence, msg.offset(), self._clock())
+
+    def _close(self, now: float) -> None:
+        rows, losses = self.ledger.close(now)
+        for loss in losses:
+            LOG.error("probe %s: an acked record was lost: partition %d offset %d "
+                      "(sequence %d, acked by broker %s at %s)", self.cluster, loss.partition,
+                      loss.offset, loss.sequence, loss.broker, loss.acked_at.isoformat())
+        if (rows or losses) and self._on_close is not None:
+            try:
+                self._on_close(rows, losses)
+            except Exception:
+                LOG.exception("probe %s: handling its windows failed", self.cluster)
