@@ -53,6 +53,14 @@ def bad(signal_id: str, selector: str = "") -> str:
     return f"{found.select(selector)} {found.bad}"
 
 
+def bad_value(signal_id: str) -> float:
+    """The value the signal's bad values start from, for a title or a description."""
+    found = signal(signal_id)
+    if found.bad is None:
+        raise ValueError(f"signal {signal_id!r} has no bad values")
+    return float(found.bad.value)
+
+
 def steps(found: Signal) -> list[tuple[str, float | None]]:
     """Grafana threshold steps (each colours the values >= its own) that colour exactly the
     signal's bad values; blue when none are bad."""
@@ -1045,6 +1053,7 @@ def durability() -> dict:
 # --------------------------------------------------------------------------------------
 def headroom() -> dict:
     cb = "{{cluster}}/{{broker}}"
+    low_headroom = bad_value("headroom_ratio")
     items = [
         row("Now"),
         stat("Lowest headroom ratio",
@@ -1059,8 +1068,9 @@ def headroom() -> dict:
              [target(f"min({q('days_to_ceiling', CB)})", "soonest")],
              unit="d", thr="days_to_ceiling", decimals=0, w=6, no_value="not growing",
              text_mode="value"),
-        stat("Brokers under 20% headroom",
-             "How many selected brokers have a headroom ratio below 0.2. Bad: > 0 (orange).",
+        stat(f"Brokers under {low_headroom:.0%} headroom",
+             f"How many selected brokers have a headroom ratio below {low_headroom:g}. Bad: > 0 "
+             "(orange).",
              [target(f"count({bad('headroom_ratio', CB)}) "
                      f"or 0 * count({q('headroom_ratio', CB)})",
                      "brokers")],
