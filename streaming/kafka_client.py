@@ -4,6 +4,8 @@ The metrics source (both engines), the metadata poller, the lag probe, `peek`, `
 and the test bed's shipper all take their settings from here: the bootstrap servers, the
 plain settings of a config section (`kafka`), and its secrets (`secrets`, each a
 `{file: PATH}` or `{env: NAME}` reference) read at the last moment, where the client is made.
+The command line's `--command-config` adds a Kafka client properties file on top
+(`read_properties`, `with_properties`), as Kafka's own tools take one.
 
 The Python data source receives the references, never the values: Spark hands a data
 source its options as strings that show in its plan, UI and event log, so the secrets go
@@ -22,8 +24,12 @@ JAAS line with its `password=` does.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
+
+import javaproperties
 
 from streaming.config import ConfigError, SecretRef
 
@@ -142,6 +148,43 @@ def java_options(bootstrap_servers: str, kafka: Mapping[str, Any],
     if ca is not None and "ssl.truststore.location" not in conf:
         conf.update({"ssl.truststore.type": "PEM", "ssl.truststore.location": ca})
     return {f"kafka.{key}": value for key, value in conf.items()}
+
+
+# A JAAS option: name="value" with backslash escapes (as _jaas_quoted writes it).
+_JAAS_OPTION = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
+# The Java client's trust store settings: librdkafka takes the CA as a PEM file instead.
+_JAVA_TRUST_STORE = "ssl.truststore."
+
+
+def read_properties(path: str | Path) -> dict[str, str]:
+    """A Kafka client properties file (`--command-config`, as kafka-topics.sh and kcat -F
+    take): Java properties syntax, comments, continued lines and escapes included."""
+    with open(path, encoding="utf-8") as text:
+        return javaproperties.load(text)
+
+
+def with_properties(conf: Mapping[str, str], properties: Mapping[str, str]) -> dict[str, str]:
+    """librdkafka settings `conf` with a properties file's settings on top. A Java
+    client's file works as it is where it can: its `sasl.jaas.config` of a user and password
+    becomes librdkafka's sasl.username and sasl.password; a Java trust store, which
+    librdkafka cannot read, is a ConfigError naming librdkafka's setting. Never log the
+    result."""
+    merged = {**conf, **properties}
+    jaas = merged.pop("sasl.jaas.config", None)
+    if jaas is not None:
+        options = {name: re.sub(r"\\(.)", r"\1", value)
+                   for name, value in _JAAS_OPTION.findall(jaas)}
+        if "username" not in options or "password" not in options:
+            raise ConfigError("--command-config: sasl.jaas.config holds no username and "
+                              "password; give sasl.username and sasl.password instead")
+        merged["sasl.username"] = options["username"]
+        merged["sasl.password"] = options["password"]
+    stores = sorted(key for key in properties if key.startswith(_JAVA_TRUST_STORE))
+    if stores:
+        raise ConfigError(f"--command-config: {', '.join(stores)} set the Java client's trust "
+                          "store, which librdkafka cannot read; give the CA as a PEM file in "
+                          "ssl.ca.location")
+    return merged
 
 
 # What each client's principal needs, for the advice on an ACL refusal (docs/security.md).

@@ -14,8 +14,10 @@ demo stops brokers on purpose), and the job reports an unreachable source itself
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import time
 
 LIBRDKAFKA = "kafka_health.librdkafka"
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -66,6 +68,27 @@ logger.query_failure.level = {streaming_level}
 """
 
 
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line (`--log-format json`), for containers and log collectors:
+    time (UTC, ISO 8601), level, logger, message, and the traceback when there is one."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = {"time": self.formatTime(record), "level": record.levelname,
+                "logger": record.name, "message": record.getMessage()}
+        if record.exc_info:
+            line["exception"] = self.formatException(record.exc_info)
+        return json.dumps(line, ensure_ascii=False)
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:  # noqa: N802
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+        return f"{stamp}.{int(record.msecs):03d}Z"
+
+
+def formatter(log_format: str) -> logging.Formatter:
+    """The root handler's formatter for `--log-format` (text or json)."""
+    return JsonFormatter() if log_format == "json" else logging.Formatter(FORMAT)
+
+
 class LibraryFilter(logging.Filter):
     """Drops a library's records below its level for the verbosity. Levels on the libraries'
     loggers alone are not enough: great_expectations sets INFO on some of its own loggers
@@ -84,12 +107,16 @@ class LibraryFilter(logging.Filter):
         return True
 
 
-def configure(verbosity: int) -> None:
-    """Root handler and levels: the project at INFO (DEBUG from -v), libraries as NOISY says."""
+def configure(verbosity: int, log_format: str = "text") -> None:
+    """Root handler, its format (`text` or `json`) and levels: the project at INFO (DEBUG
+    from -v), libraries as NOISY says."""
     step = min(max(verbosity, 0), 2)
     os.environ[VERBOSITY_ENV] = str(step)
     root = logging.DEBUG if step == 2 else logging.INFO
-    logging.basicConfig(level=root, format=FORMAT)  # a no-op where handlers exist (tests)
+    if not logging.getLogger().handlers:  # tests' capture handlers keep their own format
+        handler = logging.StreamHandler()
+        handler.setFormatter(formatter(log_format))
+        logging.getLogger().addHandler(handler)
     logging.getLogger().setLevel(root)
     logging.getLogger("kafka_health").setLevel(logging.DEBUG if step >= 1 else logging.INFO)
     for name, levels in NOISY.items():

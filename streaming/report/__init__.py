@@ -1,6 +1,6 @@
 """Reports for people on call: a static HTML page of the last hours and headroom in a terminal.
 
-Entry points (wired into the CLI by streaming/cli.py):
+Entry points (wired into the CLI by streaming/cli/):
 
 * ``write_report(delta_root, out_dir, hours=6.0, cluster=None, now=None) -> Path``
 * ``headroom_table(delta_root, cluster=None) -> DataFrame`` and ``format_headroom_table(df) -> str``

@@ -51,12 +51,21 @@ class Simulator:
         self.per_partition = per_partition
         self.truth = GroundTruth(window_seconds)
         self.records = 0
+        # records Kafka did not take (no broker answered in message.timeout.ms, a refusal),
+        # and the last such error: a run that delivered nothing must not say it produced
+        self.undelivered = 0
+        self.delivery_error: str | None = None
         self.hold: Callable[[int, float], bool] | None = None
         self.held: list[tuple[bytes | None, bytes]] = []
         self.held_samples = 0
         self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5,
                                   "batch.num.messages": 10000, "logger": kafka_logger(),
                                   **(producer_conf or {})})
+
+    def _delivered(self, err: object, _msg: object) -> None:
+        if err is not None:
+            self.undelivered += 1
+            self.delivery_error = str(err)
 
     def tick(self) -> int:
         """One scrape of every live, reporting broker at the current simulated time."""
@@ -81,7 +90,8 @@ class Simulator:
         while True:
             try:
                 self.producer.produce(self.topic, value=value, key=key,
-                                      timestamp=int(time.time() * 1000))
+                                      timestamp=int(time.time() * 1000),
+                                      on_delivery=self._delivered)
                 break
             except BufferError:
                 self.producer.poll(0.05)

@@ -47,7 +47,7 @@ def run_clusters(args: argparse.Namespace) -> int:
     root = Path(args.data_dir).resolve() if args.data_dir else None
     topics = args.topic or ["kafka-metrics"]
     secured = getattr(args, "secured", False)
-    metrics = metrics_cluster(root / "metrics" if root else None, port=args.metrics_port,
+    metrics = metrics_cluster(root / "metrics" if root else None, port=args.metrics_cluster_port,
                               secured=metrics_security() if secured else None)
     watched = (KafkaCluster(args.brokers, root / "watched" if root else None,
                             broker_only=args.broker_only,

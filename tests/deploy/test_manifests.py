@@ -569,7 +569,7 @@ def test_spark_submit_dry_run_yarn_cluster(tmp_path: Path) -> None:
     build = Path(re.search(r"artifacts kept in (\S+)", out.stderr).group(1))
     with zipfile.ZipFile(build / "kafka_health.zip") as z:
         names = z.namelist()
-    assert "streaming/cli.py" in names and "metrics_schemas/catalog.yaml" in names
+    assert "streaming/cli/__init__.py" in names and "metrics_schemas/catalog.yaml" in names
     assert not any("__pycache__" in n for n in names)
     with zipfile.ZipFile(build / "metrics_schemas.zip") as z:
         assert "catalog.yaml" in z.namelist()

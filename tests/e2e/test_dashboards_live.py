@@ -1,14 +1,15 @@
 """Every dashboard query against a real Prometheus scraping the running pipeline.
 
-    `kafka-health demo`'s model (streaming.cli defaults: 3 brokers, 4 topics x 6 partitions,
+    `kafka-health demo`'s model (streaming.cli.parser defaults: 3 brokers, 4 topics x 6 partitions,
       RF 3, min ISR 2) -> RealtimeDriver (1 s scrapes)
       -> the metrics cluster (real Kafka) -> the streaming job
       (in-process on the session's local Spark, 0.5 s trigger) -> Exporter /metrics
       -> prometheus (scrape every 1 s) -> tests/dashboards/validator.run_panel_queries
 
-The scenario is the fault half of the demo's first cycle (streaming.cli.demo_events, in
-the demo's order: partitions added, broker 3 down, broker 2 down so broker 1's partitions
-are under min ISR, partitions added again), plus one malformed record as any real topic
+The scenario is the fault half of the demo's first cycle
+(streaming.testbed.simulated_demo.demo_events, in the demo's order: partitions added,
+broker 3 down, broker 2 down so broker 1's partitions are under min ISR, partitions added
+again), plus one malformed record as any real topic
 eventually carries. Time is compressed: each event is applied as soon as Prometheus shows
 the previous one, not at its demo second, and the signal window is 10 s instead of 60 s so
 the headroom forecast (>= 3 windows of partition history) exists within the test.
@@ -29,10 +30,11 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
-from streaming.cli import _model as demo_model
-from streaming.cli import build_parser, demo_events
+from streaming.cli import build_parser
+from streaming.cli.simulate import cluster_model as demo_model
 from streaming.exporter import Exporter
 from streaming.testbed.kafka import create_topic, free_port
+from streaming.testbed.simulated_demo import demo_events
 from tests.conftest import wait_for
 from tests.dashboards import validator as v
 from tests.e2e.stack import RealtimeDriver, job_environment, prom_query, start_prometheus, which
@@ -40,7 +42,7 @@ from tests.integration.helpers import running_job
 
 pytestmark = pytest.mark.integration
 CLUSTER = "live-demo"
-PERIOD = 300.0  # the demo's fault cycle (streaming.cli.demo_events)
+PERIOD = 300.0  # the demo's fault cycle (streaming.testbed.simulated_demo.demo_events)
 WINDOW_SECONDS = 10  # the job's signal window here: >= 3 windows of history within the test
 DASHBOARDS = sorted(v.DASHBOARD_DIR.glob("*.json"))
 # exported gauge -> the model's value for a broker: "Prometheus shows this step"

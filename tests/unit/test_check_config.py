@@ -77,13 +77,40 @@ def assert_nothing_planted(text: str) -> None:
 
 
 def test_check_config_prints_no_planted_secret(tmp_path, secret_file, capsys) -> None:
-    code, text = run(["check-config", str(write_config(tmp_path, secret_file))], capsys)
+    code, text = run(["check-config", "--print", str(write_config(tmp_path, secret_file))],
+                     capsys)
     assert code == 0, text
     assert_nothing_planted(text)
     assert "http://***@am.example:9093" in text, "scheme and host stay visible"
     assert "2g" in text and "SASL_SSL" in text, "ordinary values stay visible"
     assert str(secret_file) in text and "KH_TEST_OAUTH_SECRET" in text, \
         "a secret reference names where the secret lives, which is not a secret"
+
+
+def test_check_config_says_ok_in_one_line_and_prints_the_config_only_when_asked(
+        tmp_path, secret_file, capsys) -> None:
+    path = write_config(tmp_path, secret_file)
+    code, text = run(["check-config", str(path)], capsys)
+    assert code == 0, text
+    assert text.splitlines() == [f"OK {path}: valid; secrets 2 read"]
+
+
+def test_check_config_skip_secrets_checks_a_config_whose_secrets_live_elsewhere(
+        tmp_path, capsys, monkeypatch) -> None:
+    """On a laptop the secret files and variables do not exist: everything else is still
+    checked, and --print shows where each secret lives."""
+    monkeypatch.delenv("KH_TEST_OAUTH_SECRET")
+    missing = tmp_path / "no-such-file"
+    path = write_config(tmp_path, missing)
+    assert run(["check-config", str(path)], capsys)[0] == 2
+    code, text = run(["check-config", "--skip-secrets", str(path)], capsys)
+    assert code == 0, text
+    assert text.splitlines() == [f"OK {path}: valid; secrets not read (--skip-secrets)"]
+    code, text = run(["check-config", "--skip-secrets", "--print", str(path)], capsys)
+    assert code == 0 and str(missing) in text and "KH_TEST_OAUTH_SECRET" in text
+    assert_nothing_planted(text)
+    bad = write_config(tmp_path, missing, extra="exporter:\n  port: 70000\n")
+    assert run(["check-config", "--skip-secrets", str(bad)], capsys)[0] == 2
 
 
 def test_check_config_unreadable_secret_file_exits_2_naming_the_key(tmp_path, secret_file,

@@ -275,7 +275,7 @@ def test_run_with_its_metrics_port_taken_refuses_to_start_and_names_the_fix(
 def test_the_simulated_demos_faults_follow_the_fault_period() -> None:
     """--fault-period sets the simulated demo's cycle as it does the real one's: the steps at
     the same fractions of it, a day of cycles and never an unbounded list."""
-    from streaming.cli import DEMO_MAX_CYCLES, demo_events
+    from streaming.testbed.simulated_demo import DEMO_MAX_CYCLES, demo_events
 
     def first_cycle(period: float) -> list[float]:
         return sorted(e.at for e in demo_events(3, period) if e.at < period)
