@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 import subprocess
@@ -95,3 +96,13 @@ def test_performance_doc_gives_the_result_files_current_figures() -> None:
     }
     stale = {what: figure for what, figure in figures.items() if figure not in text}
     assert not stale, f"docs/performance.md lacks the result files' figures: {stale}"
+
+
+def test_reference_page_is_generated_from_the_schema_files() -> None:
+    path = ROOT / "docs" / "generate_reference.py"
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec and spec.loader
+    generator = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(generator)
+    assert (ROOT / "docs" / "reference.md").read_text() == generator.render(), (
+        "docs/reference.md is stale: run .venv/bin/python docs/generate_reference.py")
