@@ -5,8 +5,8 @@ default). A batch's Arrow tables come and go in the driver and in every Python w
 or more a second, so pages returned at once (0) are faulted back in by the next batch: a
 page fault per 4 KiB of every large table, most of the cost of a batch's sorts and
 group-bys in a catch-up. Kept a second, the pages of one batch serve the next; an idle
-process still returns them within a second (docs/performance.md, "The allocator's purge
-delay").
+process still returns them within a second (tests/benchmarks/results/
+purge-delay-same-hour.json).
 
 mimalloc reads the variable once, when pyarrow loads, so it is set by the functions that
 start things (streaming.cli.main before any pyarrow import, the Spark session before its

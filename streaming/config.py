@@ -144,7 +144,7 @@ class SourceConfig:
     # share of a batch (Spark's loop, the bronze commit, the held windows' step). On 2
     # cores a catch-up read 60-65 % of the raw read at 250k, 86-92 % at 500k, 94-96 % at
     # 1M; the peak RSS grows with the cap, at 1M to within 50 MB of the 2.5 GB bar at 100k
-    # samples/s (docs/performance.md, "The default batch size").
+    # samples/s (tests/benchmarks/results/batch-size-same-hour.json).
     max_offsets_per_trigger: int | None = 500_000
     # Python source only: read tasks per batch (null: Spark's default parallelism, the
     # cores) and the fewest records worth a task of their own (below it, fewer tasks).

@@ -79,8 +79,8 @@ def log_retention_property(minutes: float) -> str:
 
     Why the job sets it: Delta keeps a file per commit in `_delta_log` until the retention
     has passed and a checkpoint covers it, 30 days unless set, and each commit of delta-rs
-    costs more the more files that folder holds (docs/performance.md, "A commit against
-    the length of the Delta log"). At a commit a batch the default makes the job slower by the
+    costs more the more files that folder holds (tests/benchmarks/bench_delta_log.py,
+    results/delta-log.json). At a commit a batch the default makes the job slower by the
     hour; a short retention keeps the folder at a few hundred files. Checkpoints hold the
     table's state, so no reader of the newest version needs the older commits.
     """

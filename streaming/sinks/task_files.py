@@ -42,8 +42,8 @@ FINITE = 1.7976931348623157e308
 # Columns whose every value differs: a Parquet dictionary of them (pyarrow's default for
 # every column) is work for nothing. The offsets, one apart, are delta-encoded instead: a
 # few bits each. For a bronze file of 100k single samples of the benchmarks' stream: 0.41-0.46
-# -> 0.32 us a row to write, 635 -> 32 KB (docs/performance.md, "The read tasks' reduction
-# and files").
+# -> 0.32 us a row to write, 635 -> 32 KB (tests/benchmarks/results/
+# task-reduction-same-hour.json).
 UNIQUE_COLUMNS = ("source_offset", "raw")
 DELTA_ENCODED = ("source_offset",)
 

@@ -3,7 +3,7 @@ executors: a measurement for the scale-out design, not a mode of the job.
 
 The driver's CPU a sample is about proportional to the rows the read tasks send it, and
 most of those are NumLogSegments, the newest value of each partition replica and window
-(docs/performance.md, "what reaches the driver"). A read task cannot sum them per broker:
+(bench_driver_rows.py, results/driver-rows.json). A read task cannot sum them per broker:
 a replica's samples of one window can sit in several tasks and several batches, and only
 the newest counts. A shuffle by (cluster, broker) into a keyed state can sum them, so the
 driver would receive one sum per broker and window. This measures the Spark side of that design
