@@ -18,8 +18,6 @@ from streaming.pipeline.stats import BatchStats
 from streaming.runtime.lag_probe import LagProbe
 from streaming.runtime.progress_events import JsonProgressListener
 
-SOURCE_ERROR = metric.PIPELINE_SOURCE_ERROR
-
 
 class ProgressListener(JsonProgressListener):
     """Prints one line per micro-batch and feeds the pipeline-health series."""
@@ -123,7 +121,7 @@ class ProgressListener(JsonProgressListener):
         topics cannot be read (the probe's), no series while they can."""
         from streaming.metadata.health import ERROR_CLASSES
 
-        gauge = self.exporter.gauges[SOURCE_ERROR]
+        gauge = self.exporter.gauges[metric.PIPELINE_SOURCE_ERROR]
         error = getattr(self.lag, "error", None)
         for name in ERROR_CLASSES:
             if name == error:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import yaml
 
+from streaming import metric_names as metric
 from streaming.config import Config, load_config
 from streaming.logsetup import kafka_logger
 from streaming.testbed.kafka import KafkaCluster, create_topic, metrics_cluster
@@ -348,10 +349,10 @@ class DemoNarration:
 
     def status(self) -> str:
         now = time.monotonic()
-        total = self.registry.get_sample_value("kafka_health_pipeline_input_records_total") or 0.0
+        total = self.registry.get_sample_value(metric.PIPELINE_INPUT_RECORDS_TOTAL) or 0.0
         rate = (total - self._records) / max(now - self._since, 1e-9)
         self._records, self._since = total, now
-        lag = self.registry.get_sample_value("kafka_health_pipeline_source_lag_records")
+        lag = self.registry.get_sample_value(metric.PIPELINE_SOURCE_LAG_RECORDS)
         line = (f"status: {rate:,.0f} records/s, lag {'?' if lag is None else f'{lag:,.0f}'} "
                 f"records, {len(self.narrator.open)} open incident(s)")
         if self.producer is not None:

@@ -50,8 +50,9 @@ from streaming.config import load_config
 from streaming.exporter import Exporter
 from streaming.metadata import MetadataPoller, PollerSettings
 from streaming.metadata.health import UNAUTHORIZED, UNREACHABLE
+from streaming.metric_names import PIPELINE_SOURCE_ERROR
 from streaming.runtime.lag_probe import LagProbe
-from streaming.runtime.progress import SOURCE_ERROR, ProgressListener
+from streaming.runtime.progress import ProgressListener
 from streaming.source.data_source import KafkaHealthKafkaSource
 from streaming.source.errors import KafkaUnavailableError
 from streaming.source.reader import python_source_options
@@ -425,7 +426,7 @@ def test_a_refused_login_certificate_or_acl_is_said_with_its_fix_and_exported(
         listener.onQueryIdle(None)
     finally:
         probe.close()
-    assert exporter.registry.get_sample_value(SOURCE_ERROR, {"error": error}) == 1
+    assert exporter.registry.get_sample_value(PIPELINE_SOURCE_ERROR, {"error": error}) == 1
     probe_lines = [r.getMessage() for r in caplog.records if r.name == "kafka_health.lag"]
     assert any(named in line for line in probe_lines), probe_lines
 
