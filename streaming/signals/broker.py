@@ -9,7 +9,7 @@ the driver (delta-rs reads bronze there) and holds thousands of series, not bill
 rows; as a Spark query the same aggregation cost 0.8 s of fixed planning per micro-batch
 (the whole of a small batch, so paging waited for it) and about 8 s per 250k-row slice
 (percentile_approx and max_by have no code generation). In Arrow it is tens of
-milliseconds: see the README's performance section. Decoding, the per-record work,
+milliseconds: see docs/performance.md. Decoding, the per-record work,
 stays on Spark's executors.
 """
 

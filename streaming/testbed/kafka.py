@@ -12,8 +12,8 @@ the rights sees (tests/real_kafka/test_metadata_unauthorized.py).
 
 TEST-BED SETTINGS (never copy them to production): faults show within seconds instead of
 Kafka's defaults of tens of seconds: `replica.lag.time.max.ms` 3 s (default 30 s), broker
-session timeout 6 s (default 9 s), controller election timeout 1 s, 1 MiB segments, retention checked every 2 s,
-and small heaps.
+session timeout 6 s (default 9 s), controller election timeout 1 s, 1 MiB segments, retention
+checked every 2 s, and small heaps.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from streaming.testbed.secured import SecuredKafka
 
 LOG = logging.getLogger("kafka_health.testbed")
 
-# Test-bed settings: what makes faults fast, documented in the README's test-bed section.
+# Test-bed settings: what makes faults fast, documented in docs/getting-started.md (the test bed).
 FAST_FAULTS = {
     "replica.lag.time.max.ms": "3000",
     "replica.fetch.wait.max.ms": "200",

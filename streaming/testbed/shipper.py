@@ -1,8 +1,8 @@
 """The test bed's shipper: carries the watched brokers' own JMX into the metrics topics.
 
 In production this is Telegraf's jolokia2 input, Prometheus remote_write into
-prometheus-kafka-adapter, or the OTel collector's kafka exporter (the README has a recipe
-for each). Here it does what they do, against the real agents on each broker:
+prometheus-kafka-adapter, or the OTel collector's kafka exporter (docs/getting-started.md
+has a recipe for each). Here it does what they do, against the real agents on each broker:
 
 - Jolokia: one bulk read per broker and scrape of every MBean the catalog names, produced
   exactly as the agent returned it (record key `cluster/broker`, as the catalog's
