@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 import logging
 import signal
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -19,6 +18,7 @@ from streaming.exporter import Exporter
 from streaming.lease import Leases
 from streaming.metadata.service import MetadataService
 from streaming.pipeline.batch import BatchProcessor
+from streaming.pipeline.control import JobControl
 from streaming.pipeline.recovery import PendingMarker, checkpoint_app_id
 from streaming.pipeline.tables_owner import (
     checkpoint_batches,
@@ -39,7 +39,12 @@ PLANNING_STATUS = "Getting offsets from"
 
 
 class Job:
-    """The always-on query and its lifecycle: start, wait, stop after the current batch."""
+    """The always-on query and its lifecycle: start, wait, stop after the current batch.
+
+    Owner: the main thread (run_until_stopped, stop, the signal handlers). Others may
+    call request_stop() (a timer's thread); the batches hear of a stop, and report the
+    signals writer's failure, through `control`, which the job owns.
+    """
 
     def __init__(self, config: Config, spark: SparkSession | None = None,
                  exporter: Exporter | None = None,
@@ -58,14 +63,15 @@ class Job:
         # The Admin API pollers (metadata.clusters): their board of causes is read by the
         # incidents stage; they poll from start() to stop().
         self.metadata = MetadataService(config, exporter)
+        self.control = JobControl()
         self.processor = BatchProcessor(
             config, exporter, checkpoint_app_id(config.spark.checkpoint, storage),
             pending=PendingMarker.beside(config.spark.checkpoint, storage),
-            causes=self.metadata.board if self.metadata.enabled else None)
+            causes=self.metadata.board if self.metadata.enabled else None,
+            control=self.control)
         # After the processor: its data-quality suite is built on a thread of its own while
         # the session's JVM starts (streaming/quality.py)
         self.spark = spark or build_spark(config)
-        self._stop = threading.Event()
 
     def start(self) -> StreamingQuery:
         self.leases.acquire()  # LeaseHeld, naming the other job, while one runs
@@ -101,13 +107,12 @@ class Job:
 
     def _start(self) -> StreamingQuery:
         self.processor.recover()
-        self.processor.deferred_error = None  # an earlier run's, recovered just now
-        self.processor.stopping = False
+        self.control.reset()  # an earlier run's stop and signals failure, recovered just now
         decoded = read_decoded_stream(self.spark, self.config)
         self.lag = LagProbe(self.config)
         # A batch has run, so the query is planned: Spark's planning daemons only hold memory.
         self.listener = ProgressListener(
-            self.processor, self.exporter, self.lag, self.printer,
+            self.processor.history, self.exporter, self.lag, self.printer,
             after_first_batch=functools.partial(stop_planning_daemons, self.spark))
         self.spark.streams.addListener(self.listener)
         self.query = (
@@ -129,8 +134,8 @@ class Job:
         """
         query = self.query
         jvm_alive = self._while_jvm_lives(lambda: self._stop_query(query))
-        self.processor.wait_deferred()  # the last batch's signals
-        self.processor.wait_quality()
+        self.processor.wait_for_writer()  # the last batch's signals
+        self.processor.quality.wait()  # its results are written
         if self.listener is not None:
             listener, self.listener = self.listener, None
             if jvm_alive:
@@ -142,7 +147,7 @@ class Job:
     def _stop_query(self, query: StreamingQuery | None) -> None:
         if query is not None and query.isActive:
             self._await_batch_end(query, self.config.spark.stop_timeout_seconds)
-            self.processor.stopping = True
+            self.control.begin_stop()
             query.stop()
 
     def _while_jvm_lives(self, call: Callable[[], Any]) -> bool:
@@ -155,7 +160,7 @@ class Job:
         try:
             call()
         except (Py4JError, OSError) as err:
-            self.processor.stopping = True
+            self.control.begin_stop()
             text = str(err).strip()
             LOG.warning("the Spark driver JVM stopped before the job (%s): the batch in flight "
                         "runs again at the next start. Send the stop signal to this process "
@@ -188,8 +193,8 @@ class Job:
             LOG.info("signal %d: stopping after the current batch", signum)
             # a batch failing from here on was stopped (the same signal may have reached the
             # driver JVM), not failed by its data: it is not noted as a failed attempt
-            self.processor.stopping = True
-            self._stop.set()
+            self.control.begin_stop()
+            self.control.request_stop()
 
         signal.signal(signal.SIGTERM, handle)
         signal.signal(signal.SIGINT, handle)
@@ -197,13 +202,13 @@ class Job:
     def run_until_stopped(self, poll: float = 0.5) -> int:
         """Block until a signal or the query ends; returns the process exit code."""
         query = self.query or self.start()
-        while not self._stop.is_set():
+        while not self.control.stop_requested:
             if self.leases.lost is not None:
                 LOG.error("stopping: %s", self.leases.lost)
                 self.stop()
                 return 1
-            if self.processor.deferred_error is not None:
-                LOG.error("stopping: a batch's signals failed: %s", self.processor.deferred_error)
+            if self.control.signals_error is not None:
+                LOG.error("stopping: a batch's signals failed: %s", self.control.signals_error)
                 self.stop()
                 return 1
             if not query.isActive:
@@ -219,13 +224,13 @@ class Job:
                 self.stop()  # waits for the last batch's signals
                 if error is not None:
                     return 1
-                return 1 if self.processor.deferred_error is not None else 0
-            self._stop.wait(poll)
+                return 1 if self.control.signals_error is not None else 0
+            self.control.wait_for_stop_request(poll)
         self.stop()
-        if self.processor.deferred_error is not None:
-            LOG.error("the last batch's signals failed: %s", self.processor.deferred_error)
+        if self.control.signals_error is not None:
+            LOG.error("the last batch's signals failed: %s", self.control.signals_error)
             return 1
         return 0
 
     def request_stop(self) -> None:
-        self._stop.set()
+        self.control.request_stop()

@@ -1,6 +1,6 @@
 """The foreachBatch body: bronze and quarantine, then the after-bronze stages.
 
-With a pending marker the held windows absorb a batch while its bronze is committed, its
+With a pending marker the open windows take in a batch while its bronze is committed, its
 gauges and pages go out right after, and its Delta signals are written by the signals
 writer (streaming.pipeline.signals_writer), which overlaps Spark's read of the next
 batches; without one everything runs inside foreachBatch. Every step is idempotent or a
@@ -10,11 +10,7 @@ offsets) converges to the same tables.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
-import threading
-import time
-from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 
@@ -31,18 +27,21 @@ from streaming.decode.records import reason_category
 from streaming.exporter import Exporter
 from streaming.metadata.board import CauseBoard
 from streaming.paging import AlertPusher
+from streaming.pipeline.control import JobControl, PreviousBatchFailed
+from streaming.pipeline.housekeeping import Housekeeping
 from streaming.pipeline.identity_warning import DefaultedIdentity, defaulted_per_topic
-from streaming.pipeline.recovery import Pending, PendingMarker, owed_together
+from streaming.pipeline.pending import PendingBatches
+from streaming.pipeline.quality_runner import QualityRunner
+from streaming.pipeline.recovery import Pending, PendingMarker, pending_together
 from streaming.pipeline.signal_stages import (
     PAGE_ROW_COLUMNS,
     PERSIST_ROW_COLUMNS,
     SignalStages,
+    WindowRows,
 )
 from streaming.pipeline.signals_writer import Owed, SignalsWriter, newest_rows
-from streaming.pipeline.stats import BatchStats, stopwatch
-from streaming.pipeline.tables import compact, open_tables
-from streaming.quality import BronzeValidator
-from streaming.retention import Retention
+from streaming.pipeline.stats import BatchHistory, BatchStats, stopwatch, summed
+from streaming.pipeline.tables import open_tables
 from streaming.signals.broker import BROKER_KEYS
 from streaming.signals.spans import Span, micros_to_datetime, newest_event
 from streaming.sinks.base import DeltaSink
@@ -56,7 +55,7 @@ from streaming.sinks.task_files import (
 
 LOG = logging.getLogger("kafka_health.batch")
 # How many batches the signals writer may owe before a batch waits for it: what the queued
-# batches hold in memory (their held rows and signal samples) stays bounded. The writer
+# batches hold in memory (their window rows and signal samples) stays bounded. The writer
 # starts a round by itself once that many are queued, a batch before one would have to
 # wait, so that a catch-up's batches seldom wait.
 MAX_OWED_BATCHES = 8
@@ -65,44 +64,50 @@ MAX_OWED_BATCHES = 8
 # of transaction markers or compacted records count against it without being records.
 CATCHING_UP_SHARE = 0.9
 
+Touched = tuple[list[str], list[Span]]  # the clusters and window spans a batch touched
+
 
 def reads_at_cap(records: int, cap: int | None) -> bool:
     """Whether a batch of `records` read about as many as `cap` lets a batch read."""
     return cap is not None and records >= CATCHING_UP_SHARE * cap
 
 
-class PreviousBatchFailed(RuntimeError):
-    """This batch fails because an earlier batch's Delta signals did: not its data."""
-
-
 class BatchProcessor:
-    """The foreachBatch body: bronze + quarantine, then recompute the touched windows.
+    """The foreachBatch body: a batch's bronze and quarantine (its poison records removed,
+    its brokers admitted), then its signals, here or on the signals writer.
 
     With `pending` (the marker of owed signals) the Delta signals are written by the
     signals writer while the next batches run; without it everything runs inside
     foreachBatch.
+
+    Owner: Spark's micro-batch thread, which calls it. Others may call: the absorber
+    thread update_open_windows() (submitted by this thread); the signals writer
+    write_signals() and signals_failed(); the job's main thread set_app_id() and recover()
+    before the query starts, wait_for_writer() and quality.wait() once it has stopped; the
+    progress listener reads `history`. What crosses threads lives in collaborators with
+    locks of their own: `pending`, `history`, `quality`, `failures`, and `control`, which
+    the job owns.
     """
 
     def __init__(self, config: Config, exporter: Exporter | None,
                  app_id: str = "kafka-health", pending: PendingMarker | None = None,
-                 failed_batch: str | None = None, causes: CauseBoard | None = None) -> None:
+                 failed_batch: str | None = None, causes: CauseBoard | None = None,
+                 control: JobControl | None = None) -> None:
         self.config = config
         self.exporter = exporter
-        self.pending = pending
         self.causes = causes  # the Admin API's causes, read by the incidents stage
         # The direct push to Alertmanager: its back-off and stats outlive a new checkpoint.
         self.pusher = AlertPusher(config.alert_push)
+        self.control = control or JobControl()
+        self.pending = None if pending is None else PendingBatches(pending, self.control)
         # The failed batch's note (streaming.poison), beside the pending marker by default.
         self.failures = poison.FailureLog(
             failed_batch or (pending.sibling(poison.FAILED_BATCH) if pending is not None
                              else None),
             pending.storage_options if pending is not None else None)
         self.attempt: tuple[int, pa.Table] | None = None  # the running batch's decoded rows
-        self.stats = BatchStats()  # the newest batch whose every step is done
-        # What each recent batch read and wrote, for the listener (which runs after the
-        # batch, possibly after the next one has begun); a few are kept, the listener pops.
-        self.facts: dict[int, BatchStats] = {}
-        # The held windows absorb a batch on this thread while its bronze is committed
+        self.history = BatchHistory()
+        # The open windows take in a batch on this thread while its bronze is committed
         # (delta-rs leaves the GIL while it encodes and writes).
         self.absorber = ThreadPoolExecutor(1, thread_name_prefix="kafka-health-absorb")
         self.writer = SignalsWriter(self.write_signals, self.signals_failed,
@@ -110,20 +115,11 @@ class BatchProcessor:
                                     config.delta.signals_every_seconds_catching_up,
                                     group=MAX_OWED_BATCHES)
         self.catching_up = False  # the newest batch read up to the source's cap
-        self.owed: list[Pending] = []  # what the pending marker names, oldest first
-        self.owed_lock = threading.Lock()  # the marker's writes, from either thread
-        self._deferred_error: BaseException | None = None
-        self.finished: deque[BatchStats] = deque(maxlen=64)  # newest last, for benchmarks
-        # Set by Job.stop before it stops the query: a batch that fails then was cancelled by
-        # the stop (its Spark job), not by its data, so it is not noted as a failed attempt.
-        self.stopping = False
-        self.validator = BronzeValidator(config.quality.validate_every_n_batches,
-                                         config.quality.sample_rows)
-        self.quality: threading.Thread | None = None  # the running quality check, if any
+        self.quality = QualityRunner(config.quality, exporter)
         self.defaulted = DefaultedIdentity(config.identity.default_cluster)
         self.admission = BrokerAdmission(config.quality.max_brokers_per_cluster,
                                          config.quality.max_clusters)
-        self.retention = Retention(config.delta)
+        self.housekeeping = Housekeeping(config.delta)
         self.set_app_id(app_id)
 
     def set_app_id(self, app_id: str) -> None:
@@ -142,27 +138,14 @@ class BatchProcessor:
         self.stages = SignalStages(self.config, self.exporter, self.tables, self.pusher,
                                    self.causes)
 
-    @property
-    def deferred_error(self) -> BaseException | None:
-        """Why the signals writer stopped, if it did: the next batch fails for it."""
-        return self._deferred_error
-
-    @deferred_error.setter
-    def deferred_error(self, error: BaseException | None) -> None:
-        self._deferred_error = error
-        if error is None:  # recovered: what the failure left queued is owed in the marker
-            self.writer.reset()
-            with self.owed_lock:
-                self.owed.clear()
-
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         try:
             self.process(batch, batch_id)
         except BaseException as err:
-            self.wait_deferred()
-            self.stages.open_windows.clear()  # the batch may have been absorbed: never count it twice
+            self.wait_for_writer()
+            self.stages.open_windows.clear()  # the batch may have been taken in: never count it twice
             attempt, self.attempt = self.attempt, None
-            if self.stopping:
+            if self.control.stopping:
                 LOG.info("batch %d: cancelled by the stop; it runs again at the next start",
                          batch_id)
             elif (isinstance(err, Exception) and not isinstance(err, PreviousBatchFailed)
@@ -179,30 +162,30 @@ class BatchProcessor:
             written = unpack_written(packed)
             if written is None:
                 decoded, records = unpack(packed)
+        facts = BatchStats(batch_id=batch_id, lost_ranges=lost_ranges(packed), timings=timings)
         if written is not None:
-            self.process_written(written, batch_id, timings)
+            self.process_written(written, facts)
         else:
-            self.process_rows(decoded, records, batch_id, timings)
-        if batch_id in self.facts:  # for the listener's data-loss count
-            self.facts[batch_id].lost_ranges = lost_ranges(packed)
+            self.process_rows(decoded, records, facts)
 
-    def process_rows(self, decoded: pa.Table, records: int, batch_id: int,
-                     timings: dict[str, float]) -> None:
-        """A batch whose decoded rows are all here: the driver writes bronze and quarantine."""
+    def process_rows(self, decoded: pa.Table, records: int, facts: BatchStats) -> None:
+        """A batch whose decoded rows are all here: the driver writes bronze and quarantine.
+        `facts`: what is known of the batch so far (its id, timings, lost ranges)."""
+        batch_id = facts.batch_id
         self.attempt = (batch_id, decoded)
-        self.raise_if_signals_failed()
+        self.control.raise_if_signals_failed()
         good = pc.is_null(decoded["reject_reason"])
         bronze = decoded.filter(good)
         rejected = decoded.filter(pc.invert(good))
         failure = self.failures.failed(self.app_id, batch_id)
         if failure is not None:
-            bronze = self.cull(bronze, failure, batch_id)
+            bronze = self.remove_poison(bronze, failure, batch_id)
         bronze, refused = self.admission(bronze)  # before anything holds their state
         if refused.num_rows:
             rejected = pa.concat_tables([rejected, refused])
-        absorbing = self.start_absorb(bronze, batch_id)
+        updating = self.start_window_update(bronze, batch_id)
         try:
-            with stopwatch(timings, "bronze"):
+            with stopwatch(facts.timings, "bronze"):
                 appended = self.tables["bronze"].append(bronze, batch_id)
             failpoints.hit("bronze_committed")
             if appended:  # a replayed batch was counted the first time
@@ -210,45 +193,41 @@ class BatchProcessor:
             if rejected.num_rows:
                 self.quarantine(self.tables["quarantine"], rejected, batch_id)
         finally:
-            held = self.absorbed(absorbing)
-        facts = BatchStats(
-            batch_id=batch_id, records=records, bronze_rows=bronze.num_rows,
-            quarantined=rejected.num_rows,
-            newest_event=newest_event(bronze),
-            timings=timings,
-        )
+            window_rows = self.updated_window_rows(updating)
+        facts.records, facts.bronze_rows = records, bronze.num_rows
+        facts.quarantined, facts.newest_event = rejected.num_rows, newest_event(bronze)
         touched = self.stages.touched(bronze) if bronze.num_rows else None
-        self.conclude(bronze, facts, touched, held, lambda: bronze)
+        self.after_bronze(bronze, facts, touched, window_rows, lambda: bronze)
 
-    def process_written(self, written: WrittenBatch, batch_id: int,
-                        timings: dict[str, float]) -> None:
+    def process_written(self, written: WrittenBatch, facts: BatchStats) -> None:
         """A batch whose read tasks wrote its bronze and quarantine files: commit them, and
         go on with the signal samples and the summary they sent. When the driver must sift
         the rows itself (a batch that failed before, or one naming brokers or clusters past
         the caps), it reads the files back, writes the batch as the driver does, and
         deletes the tasks' files, which no commit references."""
+        batch_id = facts.batch_id
         delta = self.config.delta
         storage = delta.storage()  # secret files read once a batch
         self.attempt = (batch_id, written.rows)
-        self.raise_if_signals_failed()
+        self.control.raise_if_signals_failed()
         kept = written.kept
         if (self.failures.failed(self.app_id, batch_id) is not None
                 or not self.admission.admits(kept)):
-            with stopwatch(timings, "read back"):
+            with stopwatch(facts.timings, "read back"):
                 decoded = read_back(written.files, delta.path, storage)
             replayed = self.tables["bronze"].committed(batch_id)
-            self.process_rows(decoded, written.records, batch_id, timings)
+            self.process_rows(decoded, written.records, facts)
             delete_task_files(written.files, delta.path, storage)
             if not replayed:  # the files carry no per-row flag: the summary counts them
                 self.defaulted.report(defaulted_per_topic(kept), self.exporter)
             return
         self.admission(kept)
         failpoints.hit("task_files_written")  # written by the tasks, not committed yet
-        absorbing = self.start_absorb(written.rows, batch_id, written)
+        updating = self.start_window_update(written.rows, batch_id, written)
         bronze_files = [f for f in written.files if f.table == "bronze"]
         rejects = written.summary.filter(pc.is_null(written.summary["cluster"]))
         try:
-            with stopwatch(timings, "bronze"):
+            with stopwatch(facts.timings, "bronze"):
                 appended = self.tables["bronze"].add_files(bronze_files, batch_id)
             if not appended:  # a replay: the first attempt's files are the committed ones
                 delete_task_files(bronze_files, delta.path, storage)
@@ -262,79 +241,102 @@ class BatchProcessor:
                 else:
                     delete_task_files(quarantine_files, delta.path, storage)
         finally:
-            held = self.absorbed(absorbing)
+            window_rows = self.updated_window_rows(updating)
         bronze_rows = int(pc.sum(kept["rows"]).as_py() or 0)
         newest = pc.max(kept["newest"]).as_py() if kept.num_rows else None
-        facts = BatchStats(
-            batch_id=batch_id, records=written.records, bronze_rows=bronze_rows,
-            quarantined=int(pc.sum(rejects["quarantined"]).as_py() or 0),
-            newest_event=None if newest is None else micros_to_datetime(newest),
-            timings=timings,
-        )
+        facts.records, facts.bronze_rows = written.records, bronze_rows
+        facts.quarantined = int(pc.sum(rejects["quarantined"]).as_py() or 0)
+        facts.newest_event = None if newest is None else micros_to_datetime(newest)
         touched = self.stages.touched_windows(kept) if bronze_rows else None
-        self.conclude(written.rows, facts, touched, held, lambda: read_task_files(
+        self.after_bronze(written.rows, facts, touched, window_rows, lambda: read_task_files(
             bronze_files, delta.path, "bronze", storage,
             enough=self.config.quality.sample_rows) if appended else None, written)
 
-    def start_absorb(self, rows: pa.Table, batch_id: int, written: WrittenBatch | None = None
-                     ) -> Future | None:
-        """With a pending marker, the held windows absorb the batch's signal samples on the
+    def start_window_update(self, rows: pa.Table, batch_id: int,
+                            written: WrittenBatch | None = None) -> Future | None:
+        """With a pending marker, the open windows take in the batch's signal samples on the
         absorber's thread while this one commits bronze, on a core the read tasks are not
         using then. Only memory changes there: a batch that fails clears the windows."""
         if self.pending is None:
             return None
-        return self.absorber.submit(self.absorb, rows, batch_id, written)
+        return self.absorber.submit(self.update_open_windows, rows, batch_id, written)
 
-    def absorbed(self, absorbing: Future | None) -> pa.Table | None:
-        """What start_absorb's held windows answered (None: recompute from bronze)."""
-        if absorbing is None:
-            return None
+    def updated_window_rows(self, updating: Future | None) -> WindowRows:
+        """What start_window_update's open windows answered (rows None: recompute from
+        bronze)."""
+        if updating is None:
+            return WindowRows(None, {})
         try:
-            return absorbing.result()
-        except Exception:  # held windows only save work: bronze stays the authority
+            return updating.result()
+        except Exception:  # open windows only save work: bronze stays the authority
             LOG.exception("held signal windows failed; recomputing from bronze")
             self.stages.open_windows.clear()
-            return None
+            return WindowRows(None, {})
 
-    def conclude(self, rows: pa.Table, facts: BatchStats,
-                 touched: tuple[list[str], list[Span]] | None, held: pa.Table | None,
-                 quality_rows: Callable[[], pa.Table | None],
-                 written: WrittenBatch | None = None) -> None:
+    def update_open_windows(self, bronze: pa.Table, batch_id: int,
+                            written: WrittenBatch | None = None) -> WindowRows:
+        """The batch into the open windows: broker_signals rows of the windows it touched,
+        or None when they are to be recomputed from bronze. Only memory changes here, so it
+        may run before the batch's bronze is committed (a failed batch clears the windows).
+        `written`: the read tasks wrote the batch, and `bronze` is the signal samples they
+        did not reduce to partials (the counters)."""
+        self.stages.open_windows.begin(batch_id)
+        if written is not None:
+            return self.stages.open_window_rows_from_parts(written.rows, written.partials,
+                                                           written.segments)
+        return self.stages.open_window_rows(bronze)
+
+    def after_bronze(self, rows: pa.Table, facts: BatchStats, touched: Touched | None,
+                     window_rows: WindowRows,
+                     quality_sample: Callable[[], pa.Table | None],
+                     written: WrittenBatch | None = None) -> None:
         """Once bronze is committed: the facts for the listener, the quality check started
-        on its own thread, then the after-bronze stages: here, or (with a pending marker
-        and rows from the held windows) the gauges here and the Delta signals on the
+        on its own thread, then the signals: all of them here, or (with a pending marker
+        and rows from the open windows) the gauges here and the Delta signals on the
         signals writer."""
         batch_id = facts.batch_id
-        self.facts[batch_id] = facts
-        for old in [b for b in list(self.facts) if b < batch_id - 16]:
-            self.facts.pop(old, None)  # the listener pops them from its own thread
-        if facts.bronze_rows and self.validator.due(batch_id):
-            self.start_quality(quality_rows, batch_id)
+        self.history.publish(facts)
+        if facts.bronze_rows and self.quality.due(batch_id):
+            self.quality.start(quality_sample, batch_id, self.tables["dq_results"])
         if self.pending is None:
-            self.after_bronze(rows, touched, facts, self.absorb(rows, batch_id, written))
+            self.signals_here(rows, facts, touched,
+                              self.update_open_windows(rows, batch_id, written))
             return
-        absorb_timings = self.stages.timings
-        if held is None or touched is None:
-            # A recomputation from bronze (or nothing to signal): after every owed batch's
-            # signals, in order, here; it reseeds the held windows this thread absorbs into.
-            self.wait_deferred()
-            self.raise_if_signals_failed()
+        if window_rows.rows is None or touched is None:
+            # A recomputation from bronze (or nothing to signal): after every pending batch's
+            # signals, in order, here; it reseeds the open windows the absorber updates.
+            self.wait_for_writer()
+            self.control.raise_if_signals_failed()
             if touched is not None:
-                self.owe(Pending(self.app_id, batch_id, *touched))
-            self.after_bronze(rows, touched, facts, None)
-            self.settle([batch_id])
+                self.pending.add(Pending(self.app_id, batch_id, *touched))
+            self.signals_here(rows, facts, touched, WindowRows(None, window_rows.timings))
+            self.pending.remove([batch_id])
             return
         pending = Pending(self.app_id, batch_id, *touched)
-        self.owe(pending)
-        self.stages.page(held.select(PAGE_ROW_COLUMNS).to_pylist(), absorb_timings)
-        self.writer.submit(Owed(pending, held, rows, facts, absorb_timings),
+        self.pending.add(pending)
+        paged = self.stages.page(window_rows.rows.select(PAGE_ROW_COLUMNS).to_pylist())
+        self.writer.submit(Owed(pending, window_rows.rows, rows, facts,
+                                summed(window_rows.timings, paged)),
                            self.is_catching_up(facts))
-        if len(self.owed) > MAX_OWED_BATCHES:
-            self.wait_deferred()
-        if self.housekeeping_due(batch_id):  # never beside the writer's MERGEs
-            self.wait_deferred()
-            self.raise_if_signals_failed()
-            self.housekeeping(batch_id, absorb_timings)
+        if len(self.pending) > MAX_OWED_BATCHES:
+            self.wait_for_writer()
+        if self.housekeeping.due(batch_id):  # never beside the writer's MERGEs
+            self.wait_for_writer()
+            self.control.raise_if_signals_failed()
+            self.housekeeping.run(batch_id, self.tables)
+
+    def signals_here(self, bronze: pa.Table, facts: BatchStats, touched: Touched | None,
+                     window_rows: WindowRows) -> None:
+        """A batch's signals and housekeeping on this thread, once its bronze is
+        committed; `window_rows` is what update_open_windows() answered for it."""
+        batch_id = facts.batch_id
+        failpoints.poisoned(bronze)
+        timings = dict(window_rows.timings)
+        if touched is not None:
+            timings = summed(timings, self.stages.signals_for(*touched, batch_id,
+                                                              window_rows.rows))
+        timings = summed(timings, self.housekeeping.run(batch_id, self.tables))
+        self.record_finished(facts, timings)
 
     def is_catching_up(self, facts: BatchStats) -> bool:
         """Whether the batch read about as many records as a batch may: the job is behind
@@ -353,30 +355,31 @@ class BatchProcessor:
     def write_signals(self, group: list[Owed]) -> None:
         """The signals writer's round: the Delta signals of a group of batches, in one
         round of writes whose transaction id is the group's newest batch id."""
+        assert self.pending is not None  # only batches with a marker reach the writer
+        marker = self.pending.marker
         newest = group[-1].pending.batch_id
-        timings: dict[str, float] = {}
-        failpoints.hit("signals_deferred", ready=lambda: self.pending is not None
-                       and self.pending.spark_committed(newest))
+        failpoints.hit("signals_deferred", ready=lambda: marker.spark_committed(newest))
         for owed in group:
             failpoints.poisoned(owed.samples)
-        together = owed_together([owed.pending for owed in group])
-        held = newest_rows([owed.held for owed in group], BROKER_KEYS)
-        self.stages.persist(together.clusters, together.spans, newest, held,
-                            held.select(PERSIST_ROW_COLUMNS).to_pylist(), timings)
-        self.settle([owed.pending.batch_id for owed in group])
+        together = pending_together([owed.pending for owed in group])
+        rows = newest_rows([owed.window_rows for owed in group], BROKER_KEYS)
+        timings = self.stages.persist(together.clusters, together.spans, newest, rows,
+                                      rows.select(PERSIST_ROW_COLUMNS).to_pylist())
+        self.pending.remove([owed.pending.batch_id for owed in group])
         if len(group) > 1:
             LOG.debug("batches %d-%d: signals written together", group[0].pending.batch_id,
                       newest)
         for owed in group[:-1]:
-            self.finished_batch(owed.facts, owed.timings)
-        self.finished_batch(group[-1].facts, {**group[-1].timings, **timings})
+            self.record_finished(owed.facts, owed.timings)
+        self.record_finished(group[-1].facts, {**group[-1].timings, **timings})
 
     def signals_failed(self, group: list[Owed], err: BaseException) -> None:
         """The writer stopped: the batches it owes stay in the marker; the note of a failure
-        names the marker's batch id and every owed batch's offsets, for recover()."""
-        with self.owed_lock:
-            self._deferred_error = err
-            newest = self.owed[-1].batch_id if self.owed else group[-1].pending.batch_id
+        names the marker's batch id and every pending batch's offsets, for recover()."""
+        assert self.pending is not None
+        newest = self.pending.writer_failed(err)
+        if newest is None:
+            newest = group[-1].pending.batch_id
         if isinstance(err, Exception):  # recover() looks for poison records in bronze
             self.failures.record(self.app_id, newest, poison.offset_ranges(
                 pa.concat_tables([owed.samples for owed in group], promote_options="default")),
@@ -401,7 +404,8 @@ class BatchProcessor:
                 self.exporter.count(metric.PIPELINE_QUARANTINED_RECORDS_TOTAL,
                                     reason=reason_category(reason))
 
-    def cull(self, rows: pa.Table, failure: poison.Failure, batch_id: int) -> pa.Table:
+    def remove_poison(self, rows: pa.Table, failure: poison.Failure, batch_id: int
+                      ) -> pa.Table:
         """The batch's samples without its poison records, which go to quarantine and
         leave bronze (the failed attempt may have committed them): see streaming.poison."""
 
@@ -428,102 +432,30 @@ class BatchProcessor:
             self.poison_tables["bronze"].delete_rows(records, batch_id)
         return poison.without(rows, records)
 
-    def absorb(self, bronze: pa.Table, batch_id: int, written: WrittenBatch | None = None
-               ) -> pa.Table | None:
-        """The batch into the held windows: broker_signals rows of the windows it touched,
-        or None when they are to be recomputed from bronze. Only memory changes here, so it
-        may run before the batch's bronze is committed (a failed batch clears the windows).
-        `written`: the read tasks wrote the batch, and `bronze` is the signal samples they
-        did not reduce to partials (the counters)."""
-        self.stages.timings = {}
-        self.stages.open_windows.begin(batch_id)
-        if written is not None:
-            return self.stages.held_from_parts(written.rows, written.partials,
-                                               written.segments)
-        return self.stages.held_rows(bronze)
-
-    def after_bronze(self, bronze: pa.Table, touched: tuple[list[str], list[Span]] | None,
-                     facts: BatchStats, held: pa.Table | None) -> None:
-        """Everything a batch does once its bronze is committed, in this thread; `held` is
-        what absorb() answered for it."""
-        batch_id = facts.batch_id
-        timings = self.stages.timings
-        failpoints.poisoned(bronze)
-        if touched is not None:
-            self.stages.signals_for(*touched, batch_id, held)
-        self.housekeeping(batch_id, timings)
-        self.finished_batch(facts, timings)
-
-    def housekeeping_due(self, batch_id: int) -> bool:
-        every = self.config.delta.compact_every_n_batches
-        return bool(every and batch_id % every == every - 1) or self.retention.due()
-
-    def housekeeping(self, batch_id: int, timings: dict[str, float]) -> None:
-        """Compaction and retention, when due: after the batch's signals, never ahead."""
-        every = self.config.delta.compact_every_n_batches
-        if every and batch_id % every == every - 1:
-            with stopwatch(timings, "compact"):
-                compact(self.tables)
-        if self.retention.due():
-            with stopwatch(timings, "retention"):
-                self.retention.run(self.tables)
-
-    def finished_batch(self, facts: BatchStats, timings: dict[str, float]) -> None:
-        self.stats = dataclasses.replace(facts, finished_at=time.time(), signal_timings=timings)
-        self.finished.append(self.stats)
+    def record_finished(self, facts: BatchStats, timings: dict[str, float]) -> None:
+        """Every step of the batch is done; `timings`: those after its bronze."""
+        self.history.finish(facts, timings)
         # Spark has committed the batches before this one: the note of a failed one is
-        # spent (its own replay, after a crash before Spark's commit, still culls it).
+        # spent (its own replay, after a crash before Spark's commit, still sifts it).
         self.failures.clear_through(facts.batch_id - 1)
         LOG.debug("batch %d timings: %s", facts.batch_id, ", ".join(
             f"{k} {v:.2f}s" for k, v in {**facts.timings, **timings}.items()))
 
-    def wait_deferred(self) -> None:
+    def wait_for_writer(self) -> None:
         """Until the signals writer has written every batch it was given, or failed; safe
         from two threads at once (Job.stop and a late foreachBatch)."""
         self.writer.wait()
 
-    def raise_if_signals_failed(self) -> None:
-        """An earlier batch's signals failed: this batch fails too (the marker stays, so
-        the restarted job recomputes them)."""
-        if self.deferred_error is not None:
-            raise PreviousBatchFailed(
-                "the previous batch's signals failed (see the log above); its bronze is "
-                "committed and its signals are recomputed from bronze when the job starts "
-                "again") from self.deferred_error
-
-    def owe(self, pending: Pending) -> None:
-        """Written before Spark can commit the batch: what to recompute if the job dies.
-        Refused once the writer has failed, so that the marker's newest batch is the one
-        the failure's note names."""
-        assert self.pending is not None
-        with self.owed_lock:
-            self.raise_if_signals_failed()
-            self.pending.write(owed_together([*self.owed, pending]))
-            self.owed.append(pending)
-
-    def settle(self, batch_ids: list[int]) -> None:
-        """These batches' signals are written: the marker names only the rest."""
-        if self.pending is None:
-            return
-        with self.owed_lock:
-            rest = [p for p in self.owed if p.batch_id not in batch_ids]
-            if rest:
-                self.pending.write(owed_together(rest))
-            elif self.owed or self.pending.exists():
-                self.pending.clear()
-            self.owed = rest
-
-    def clear_pending(self) -> None:
-        """Nothing is owed: recovered, or the marker was another job's."""
-        with self.owed_lock:
-            self.owed = []
-            if self.pending is not None:
-                self.pending.clear()
-
     def recover(self) -> int | None:
-        """Recompute the signals of the batches whose bronze was committed when the job died
-        before they were; returns the newest one's id, None when nothing was pending."""
-        owed = self.pending.read() if self.pending is not None else None
+        """Before a run: recompute the signals of the batches whose bronze was committed
+        when the job died before they were; returns the newest one's id, None when nothing
+        was pending. What an earlier run of this processor left queued on the writer or in
+        memory is owed in the marker, and dropped."""
+        if self.pending is None:
+            return None
+        self.writer.reset()
+        self.pending.forget()
+        owed = self.pending.marker.read()
         if owed is None:
             return None
         if owed.app_id != self.app_id:
@@ -533,65 +465,24 @@ class BatchProcessor:
                         "checkpoint): dropped; the signals of its %d window span(s) are "
                         "recomputed from bronze only where new samples touch them",
                         owed.batch_id, len(owed.spans))
-            self.clear_pending()
+            self.pending.clear()
             return None
         batch_id = owed.batch_id
         LOG.warning("batch %d: bronze was committed but the job stopped before its signals; "
                     "recomputing them from bronze", batch_id)
-        self.stages.timings = {}
         self.stages.open_windows.clear()
         # Spark replays the batch if it had not committed it: seen, so a replay forgets the
         # windows held from this recomputation (bronze already holds the batch's samples).
         self.stages.open_windows.begin(batch_id)
         failure = self.failures.failed(self.app_id, batch_id)
         if failure is not None:  # its signals failed: look for poison among its samples
-            self.cull(self.tables["bronze"].read(*poison.in_ranges(failure.ranges)),
-                      failure, batch_id)
+            self.remove_poison(self.tables["bronze"].read(*poison.in_ranges(failure.ranges)),
+                               failure, batch_id)
         try:
             self.stages.signals_for(owed.clusters, owed.spans, batch_id)
         except Exception as err:
             if failure is not None:
                 self.failures.record(self.app_id, batch_id, failure.ranges, err)
             raise
-        self.clear_pending()
+        self.pending.clear()
         return batch_id
-
-    def start_quality(self, quality_rows: Callable[[], pa.Table | None], batch_id: int) -> None:
-        """The quality check of a due batch, on a thread of its own. Why: reading the sample
-        back and validating it takes 0.4-0.7 s, and on the batch's own path it delayed that
-        batch's paging and the next batch's start by as much (the p95 of produced -> gauge
-        at 10k samples/s). At most one runs: a due batch first waits for the one before, so
-        dq_results gets its batch ids in order. A job that dies mid-check loses that one
-        sample's results; a replayed batch checks its sample again."""
-        self.wait_quality()
-        self.quality = threading.Thread(target=self.run_quality, args=(quality_rows, batch_id),
-                                        name=f"kafka-health-quality-{batch_id}", daemon=True)
-        self.quality.start()
-
-    def run_quality(self, quality_rows: Callable[[], pa.Table | None], batch_id: int) -> None:
-        started = time.perf_counter()
-        try:
-            sample = quality_rows()
-            if sample is not None:
-                self.check_quality(sample, batch_id)
-        except Exception:  # a sample that cannot be read or recorded: reported, never fatal
-            LOG.exception("batch %d: the data-quality check failed", batch_id)
-        LOG.debug("batch %d: quality check %.2fs", batch_id, time.perf_counter() - started)
-
-    def wait_quality(self) -> None:
-        """Wait for the running quality check, if any (Job.stop: its results are written)."""
-        thread = self.quality
-        if thread is not None:
-            thread.join()
-
-    def check_quality(self, bronze: pa.Table, batch_id: int) -> None:
-        """Validate a sample; a failing suite is reported, never a reason to stop the job."""
-        try:
-            results = self.validator.validate(bronze, batch_id)
-        except Exception as err:  # GX problems must not take the pipeline down
-            LOG.warning("data quality validation failed to run: %s", err)
-            return
-        if self.tables["dq_results"].append(results, batch_id) and self.exporter:
-            failed = sum(1 for ok in results["success"].to_pylist() if not ok)
-            if failed:
-                self.exporter.count(metric.PIPELINE_DQ_FAILURES_TOTAL, failed)

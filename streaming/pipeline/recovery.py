@@ -58,19 +58,19 @@ class Pending:
     spans: list[Span]
 
 
-def owed_together(owed: list[Pending]) -> Pending:
-    """One marker for several owed batches: the newest batch id (every write of the
+def pending_together(batches: list[Pending]) -> Pending:
+    """One marker for several pending batches: the newest batch id (every write of the
     recomputation is a transaction of that id), every cluster, and the spans with the
     overlapping ones joined (spans far apart stay apart, so a recomputation reads only
     what was touched)."""
     spans: list[list] = []
-    for lo, hi in sorted(span for pending in owed for span in pending.spans):
+    for lo, hi in sorted(span for pending in batches for span in pending.spans):
         if spans and lo <= spans[-1][1]:
             spans[-1][1] = max(spans[-1][1], hi)
         else:
             spans.append([lo, hi])
-    return Pending(owed[-1].app_id, max(p.batch_id for p in owed),
-                   sorted({c for pending in owed for c in pending.clusters}),
+    return Pending(batches[-1].app_id, max(p.batch_id for p in batches),
+                   sorted({c for pending in batches for c in pending.clusters}),
                    [(lo, hi) for lo, hi in spans])
 
 

@@ -11,6 +11,7 @@ import copy
 import functools
 import logging
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -24,7 +25,7 @@ from streaming.headroom.stage import HeadroomTracker
 from streaming.metadata.board import CauseBoard
 from streaming.paging import AlertPusher, opened_in_signals
 from streaming.pipeline.incident_causes import stored_causes, with_causes
-from streaming.pipeline.stats import stopwatch
+from streaming.pipeline.stats import stopwatch, summed
 from streaming.pipeline.view_agreement import ViewAgreement, metrics_views
 from streaming.signals.broker import (
     SAMPLE_COLUMNS,
@@ -64,12 +65,25 @@ PAGE_ROW_COLUMNS = list(dict.fromkeys([*BROKER_ROW_COLUMNS,
                                        *CLUSTER_EVENT_CONDITIONS.values()]))
 
 
+class WindowRows(NamedTuple):
+    """The broker signal rows the open windows answered for a batch (None: recompute the
+    touched windows from bronze), and how long that took."""
+
+    rows: pa.Table | None
+    timings: dict[str, float]
+
+
 class SignalStages:
     """The stages that compute from bronze, over the tables of one job (`tables`).
 
     `causes` is the Admin API pollers' board (streaming.metadata), read only: the stages
     take the newest causes published on it and never wait for a poll. `pusher` is the job's
     direct push to Alertmanager (streaming.paging), which outlives the stages.
+
+    Owner: the micro-batch thread. Others may call: the absorber open_window_rows() and
+    open_window_rows_from_parts() (the open windows are the micro-batch thread's again once
+    it has joined the absorber); the signals writer persist(); the main thread
+    signals_for() before the query starts. Every stage returns its own timings.
     """
 
     def __init__(self, config: Config, exporter: Exporter | None,
@@ -86,7 +100,6 @@ class SignalStages:
             metrics_slack=timedelta(seconds=cfg.stale_after_intervals * cfg.scrape_interval_seconds),
             poll_slack=timedelta(seconds=config.metadata.interval_seconds
                                  + config.metadata.timeout_seconds))
-        self.timings: dict[str, float] = {}  # the running batch's
         self.push_failures_seen = pusher.stats.failures
         self.headroom = HeadroomTracker(config.clusters, tables["partition_headroom"].read)
         self.open_windows = OpenWindows(config.signals,
@@ -112,62 +125,73 @@ class SignalStages:
                                              self.config.signals)
         return partials, segments, finalize(partials, segments)
 
-    def held_rows(self, bronze: pa.Table) -> pa.Table | None:
+    def open_window_rows(self, bronze: pa.Table) -> WindowRows:
+        """A batch's samples into the open windows: the rows of the windows it touched."""
+        timings: dict[str, float] = {}
         if not (self.config.signals.incremental and bronze.num_rows):
-            return None
-        with stopwatch(self.timings, "broker_signals"):
+            return WindowRows(None, timings)
+        with stopwatch(timings, "broker_signals"):
             try:
                 own = bronze.filter(pc.is_in(bronze["metric"], pa.array(SIGNAL_METRICS)))
-                return self.open_windows.update(own.select(SAMPLE_COLUMNS))
+                rows = self.open_windows.update(own.select(SAMPLE_COLUMNS))
             except Exception:  # held windows only save work: bronze stays the authority
                 LOG.exception("held signal windows failed; recomputing from bronze")
                 self.open_windows.clear()
-                return None
+                rows = None
+        return WindowRows(rows, timings)
 
-    def held_from_parts(self, samples: pa.Table, partials: list[pa.Table],
-                        segments: list[pa.Table]) -> pa.Table | None:
-        """held_rows() from what the read tasks sent: their chunks' partials and segments,
-        and the signal samples not in them (streaming.signals.incremental)."""
+    def open_window_rows_from_parts(self, samples: pa.Table, partials: list[pa.Table],
+                                    segments: list[pa.Table]) -> WindowRows:
+        """open_window_rows() from what the read tasks sent: their chunks' partials and
+        segments, and the signal samples not in them (streaming.signals.incremental)."""
+        timings: dict[str, float] = {}
         if not self.config.signals.incremental:
-            return None
-        with stopwatch(self.timings, "broker_signals"):
+            return WindowRows(None, timings)
+        with stopwatch(timings, "broker_signals"):
             try:
-                return self.open_windows.update_parts(
+                rows = self.open_windows.update_parts(
                     samples.select(SAMPLE_COLUMNS), partials, segments)
             except Exception:  # held windows only save work: bronze stays the authority
                 LOG.exception("held signal windows failed; recomputing from bronze")
                 self.open_windows.clear()
-                return None
+                rows = None
+        return WindowRows(rows, timings)
 
-    def update_signals(self, bronze: pa.Table, batch_id: int) -> None:
-        self.signals_for(*self.touched(bronze), batch_id, self.held_rows(bronze))
+    def update_signals(self, bronze: pa.Table, batch_id: int) -> dict[str, float]:
+        """A batch's signals from its samples; returns how long each step took."""
+        rows, timings = self.open_window_rows(bronze)
+        return summed(timings, self.signals_for(*self.touched(bronze), batch_id, rows))
 
     def signals_for(self, clusters: list[str], spans: list[Span], batch_id: int,
-                    held: pa.Table | None = None) -> None:
-        """Signals, headroom and incidents of the touched windows: `held` (the rows the held
-        windows answered for the batch) or, without it, recomputed from bronze."""
+                    window_rows: pa.Table | None = None) -> dict[str, float]:
+        """Signals, headroom and incidents of the touched windows: `window_rows` (the rows
+        the open windows answered for the batch) or, without them, recomputed from bronze.
+        Returns how long each step took."""
+        timings: dict[str, float] = {}
         recomputed = None
-        if held is None:
-            recomputed = self.recompute(clusters, spans)
+        if window_rows is None:
+            recomputed = self.recompute(clusters, spans, timings)
             if recomputed is None:
-                return
-            held = recomputed[-1]
-        rows = held.to_pylist()  # paging, the views' check and headroom read dicts
-        self.page(rows, self.timings)
-        self.persist(clusters, spans, batch_id, held, rows, self.timings, recomputed)
+                return timings
+            window_rows = recomputed[-1]
+        rows = window_rows.to_pylist()  # paging, the views' check and headroom read dicts
+        return summed(timings, self.page(rows),
+                      self.persist(clusters, spans, batch_id, window_rows, rows, recomputed))
 
-    def page(self, rows: list[dict], timings: dict[str, float]) -> None:
+    def page(self, rows: list[dict]) -> dict[str, float]:
         """Gauges and the direct push from a batch's broker signal rows, before any MERGE:
         they must not wait for the Delta work. A crash before the batch's commit replays
         it, which pushes the same alert again (same labels: Alertmanager deduplicates it).
-        The gauges go first: they decide which clusters are held, so may page."""
+        The gauges go first: they decide which clusters are held, so may page. Returns how
+        long it took."""
         cfg = self.config.signals
         exporter = self.exporter
         push = self.config.alert_push
+        timings: dict[str, float] = {}
         if exporter is not None:
             exporter.begin_batch()
         if exporter is None and not push.urls():
-            return
+            return timings
         with stopwatch(timings, "page"):
             if exporter is not None:
                 exporter.update_brokers(rows)
@@ -178,17 +202,19 @@ class SignalStages:
                     incident["cause"] = self.cause_of(
                         incident["cluster"], incident["kind"], incident["broker"])
                 self.pusher.push(opened, self.may_page)
+        return timings
 
     def persist(self, clusters: list[str], spans: list[Span], batch_id: int,
-                broker_rows: pa.Table, rows: list[dict], timings: dict[str, float],
+                broker_rows: pa.Table, rows: list[dict],
                 recomputed: tuple[pa.Table, pa.Table, pa.Table, pa.Table] | None = None
-                ) -> None:
+                ) -> dict[str, float]:
         """The Delta side of paged broker rows (`rows` = `broker_rows` as dicts, at least
         PERSIST_ROW_COLUMNS of them): their MERGE, then cluster signals, headroom and
         incidents of the touched windows, and the gauges that come from those. `batch_id` is
-        the transaction id of every write."""
+        the transaction id of every write. Returns how long each step took."""
         cfg = self.config.signals
         exporter = self.exporter
+        timings: dict[str, float] = {}
         # One window past the spans (which end a window past the touched ones): a window's
         # unclean elections read the broker rows of the windows before it
         # (cluster.unclean_elections), so late data may change the next ones too.
@@ -227,6 +253,7 @@ class SignalStages:
                 field("resolved_at").is_null(), field("cluster").isin(clusters),
                 columns=["cluster", "kind"])
             exporter.update_open_incidents(clusters, open_now.to_pylist())
+        return timings
 
     def horizon_broker_rows(self, clusters: list[str], first: datetime, last: datetime
                             ) -> pa.Table:
@@ -251,10 +278,11 @@ class SignalStages:
         self.tables["cluster_signals"].upsert(cluster_rows, batch_id)
         return cluster_rows
 
-    def recompute(self, clusters: list[str], spans: list[tuple[datetime, datetime]]
+    def recompute(self, clusters: list[str], spans: list[tuple[datetime, datetime]],
+                  timings: dict[str, float]
                   ) -> tuple[pa.Table, pa.Table, pa.Table, pa.Table] | None:
         """The touched windows from bronze, the authority: (slice, partials, segments, rows),
-        or None when the slice holds no signal samples."""
+        or None when the slice holds no signal samples. Its steps are timed into `timings`."""
         cfg = self.config.signals
         width = timedelta(seconds=cfg.window_seconds)
         lookback = timedelta(seconds=cfg.counter_lookback_seconds)
@@ -271,11 +299,11 @@ class SignalStages:
             field("kind") == "counter")
         signal_rows = (field("cluster").isin(clusters) & field("metric").isin(SIGNAL_METRICS)
                        & needed)
-        with stopwatch(self.timings, "slice"):
+        with stopwatch(timings, "slice"):
             samples = self.tables["bronze"].read(in_spans, signal_rows, columns=SAMPLE_COLUMNS)
         if samples.num_rows == 0:
             return None
-        with stopwatch(self.timings, "broker_signals"):
+        with stopwatch(timings, "broker_signals"):
             partials, segments, signals = self.signal_windows(samples)
             rows = signals.filter(functools.reduce(pc.or_, (
                 pc.and_(pc.greater_equal(signals["window_start"], pa.scalar(lo, TS)),

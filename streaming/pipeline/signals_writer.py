@@ -30,7 +30,7 @@ class Owed:
     """A batch whose bronze is committed and whose Delta signals are not written yet."""
 
     pending: Pending  # its batch id, clusters and window spans
-    held: pa.Table  # the broker_signals rows the held windows answered for it
+    window_rows: pa.Table  # the broker_signals rows the open windows answered for it
     samples: pa.Table  # what the held windows absorbed (poison checks, a failure's offsets)
     facts: BatchStats
     timings: dict[str, float] = field(default_factory=dict)  # its own steps so far
@@ -56,7 +56,11 @@ class SignalsWriter:
 
     When `write` raises, `failed(owed, error)` gets the group and every batch queued
     behind it, and the writer writes nothing more: those batches stay owed until the job
-    recovers them from bronze (BatchProcessor.recover)."""
+    recovers them from bronze (BatchProcessor.recover).
+
+    Owner: its own thread (`kafka-health-signals`), which runs `write` and `failed`. Others
+    may call submit() (the micro-batch thread), wait() (any thread) and reset() (the main
+    thread, before a run); its queue and flags are guarded by one condition."""
 
     def __init__(self, write: Callable[[list[Owed]], None],
                  failed: Callable[[list[Owed], BaseException], None], every: float = 0.0,

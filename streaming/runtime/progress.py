@@ -13,20 +13,23 @@ from typing import Any
 
 from streaming import metric_names as metric
 from streaming.exporter import Exporter
-from streaming.pipeline.batch import BatchProcessor
-from streaming.pipeline.stats import BatchStats
+from streaming.pipeline.stats import BatchHistory, BatchStats
 from streaming.runtime.lag_probe import LagProbe
 from streaming.runtime.progress_events import JsonProgressListener
 
 
 class ProgressListener(JsonProgressListener):
-    """Prints one line per micro-batch and feeds the pipeline-health series."""
+    """Prints one line per micro-batch and feeds the pipeline-health series.
 
-    def __init__(self, processor: BatchProcessor, exporter: Exporter | None,
+    Owner: Spark's listener bus thread (via py4j), which calls its on* methods. Others: the
+    job's main thread waits on `batch_committed` when it stops.
+    """
+
+    def __init__(self, history: BatchHistory, exporter: Exporter | None,
                  lag: LagProbe,
                  printer: Callable[[str], None] | None = print,
                  after_first_batch: Callable[[], Any] | None = None) -> None:
-        self.processor = processor
+        self.history = history  # the batches' facts, taken once each
         self.after_first_batch = after_first_batch
         self.exporter = exporter
         self.lag = lag
@@ -55,7 +58,7 @@ class ProgressListener(JsonProgressListener):
             first()
         progress = event.progress
         duration = (progress.batchDuration or 0) / 1000.0
-        stats = self.processor.facts.pop(progress.batchId, None) or BatchStats()
+        stats = self.history.take(progress.batchId) or BatchStats()
         # Spark counts the packed blobs as input rows; the processor counted Kafka records.
         rows = stats.records
         rate = rows / duration if duration > 0 else 0.0
@@ -97,7 +100,7 @@ class ProgressListener(JsonProgressListener):
     def signals_line(self) -> str:
         """The deferred steps of the newest batch that finished them (they overlap the next
         batch, so a batch's line shows an earlier batch's)."""
-        done = self.processor.stats
+        done = self.history.newest_finished
         if done.batch_id < 0 or done.batch_id == self.signals_shown:
             return ""
         self.signals_shown = done.batch_id

@@ -155,8 +155,8 @@ def run_path(path: str, args: argparse.Namespace, broker: metrics_cluster, spark
             if not job.query.isActive:
                 raise AssertionError(f"streaming query stopped: {job.query.exception()}")
 
-        batches = job.processor.stats.batch_id
-        poll(lambda: job.processor.stats.batch_id >= batches + args.warmup_batches, 300,
+        batches = job.processor.history.newest_finished.batch_id
+        poll(lambda: job.processor.history.newest_finished.batch_id >= batches + args.warmup_batches, 300,
              f"{args.warmup_batches} warm-up batches", alive=alive)
         measured_from = len(batch_seconds)
         previous = warm

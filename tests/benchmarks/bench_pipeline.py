@@ -354,7 +354,7 @@ def full_job(bootstrap: str, topic: str, total: int, cap: int,
         if spark is None:
             job.spark.stop()
     first_end, last_end = batches[0][0][1], batches[-1][0][1]
-    measured = [{**done.timings, **done.signal_timings} for done in job.processor.finished
+    measured = [{**done.timings, **done.signal_timings} for done in job.processor.history.finished
                 if batches[0][0][0] < done.batch_id <= batches[-1][0][0]]
     after_first = sum(rows for _, rows in batches[1:])
     if keep is None:

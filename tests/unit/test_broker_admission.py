@@ -59,7 +59,7 @@ def test_a_record_naming_100k_brokers_holds_only_the_cap(tmp_path: Path) -> None
     flood = flood.set_column(flood.schema.get_field_index("source_offset"), "source_offset",
                              pa.array([7] * flood.num_rows, pa.int64()))
     processor(PackedBatch(flood), 0)
-    processor.wait_deferred()
+    processor.wait_for_writer()
     bronze = processor.tables["bronze"].read(columns=["broker"])
     assert len(set(bronze["broker"].to_pylist())) == 2000
     quarantine = processor.tables["quarantine"].read()
@@ -84,7 +84,7 @@ def test_new_clusters_past_the_cap_are_refused_counted_and_warned_once(
     # offsets 0-3: a, b admitted; c refused; offset 3 names c and a new broker of a
     processor(PackedBatch(decoded([("a", "1"), ("b", "1"), ("c", "1"), ("c", "2")])), 0)
     processor(PackedBatch(decoded([("a", "2"), ("d", "1"), ("b", "1")], offset=10)), 1)
-    processor.wait_deferred()
+    processor.wait_for_writer()
     bronze = processor.tables["bronze"].read(columns=["cluster", "source_offset"])
     assert sorted(zip(bronze["cluster"].to_pylist(), bronze["source_offset"].to_pylist(),
                       strict=True)) == [("a", 0), ("a", 10), ("b", 1), ("b", 12)]

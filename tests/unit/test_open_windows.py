@@ -25,7 +25,6 @@ from streaming.pipeline.recovery import Pending, PendingMarker
 from streaming.schemas import arrow_schema, decoded_arrow_schema
 from streaming.signals.broker import SIGNAL_METRICS
 from streaming.signals.incremental import NewestSegments, chunk_parts
-from tests.conftest import wait_for
 from tests.integration.helpers import assert_same_tables, comparable
 
 START = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -93,22 +92,26 @@ def as_bronze(rows: list[dict], offset: int) -> pa.Table:
     return pa.Table.from_pylist(full, schema=schema)
 
 
-def processor(root: Path, incremental: bool, clock_skew_seconds: float | None = None
-              ) -> BatchProcessor:
+def processor(root: Path, incremental: bool, clock_skew_seconds: float | None = None,
+              marker: Path | None = None) -> BatchProcessor:
+    """A processor over Delta tables under `root`; with `marker` (a pending marker's
+    path) its signals are deferred to the signals writer."""
     config = Config()
     if clock_skew_seconds is not None:
         config.quality.max_timestamp_skew_seconds = clock_skew_seconds
     config.delta.path = str(root)
     config.signals.incremental = incremental
     config.signals.scrape_interval_seconds = 10
-    return BatchProcessor(config, exporter=None)
+    return BatchProcessor(config, exporter=None,
+                          pending=None if marker is None else PendingMarker(marker))
 
 
 def from_chunks(proc: BatchProcessor, bronze: pa.Table, batch_id: int,
-                rng: random.Random) -> None:
+                rng: random.Random) -> dict[str, float]:
     """The batch as the read tasks send it (delta.bronze_writers: read_tasks): cut into
     chunks at random, each reduced to its counter samples and its gauges' partials; now and
-    then a chunk arrives whole, as when a task could not reduce it."""
+    then a chunk arrives whole, as when a task could not reduce it. Returns the signal
+    steps' timings."""
     cuts = sorted(rng.sample(range(1, bronze.num_rows), min(3, bronze.num_rows - 1)))
     bounds = [0, *cuts, bronze.num_rows]
     signals = bronze.filter(pc.is_in(bronze["metric"], pa.array(SIGNAL_METRICS)))
@@ -123,9 +126,9 @@ def from_chunks(proc: BatchProcessor, bronze: pa.Table, batch_id: int,
         for table in segments:
             folded.add(table)
         segments = [folded.table()]
-    held = proc.stages.held_from_parts(samples, [p for _, p, s in parts if s is not None],
-                                       segments)
-    proc.stages.signals_for(*proc.stages.touched(bronze), batch_id, held)
+    window_rows = proc.stages.open_window_rows_from_parts(
+        samples, [p for _, p, s in parts if s is not None], segments)
+    return proc.stages.signals_for(*proc.stages.touched(bronze), batch_id, window_rows.rows)
 
 
 @pytest.fixture(scope="module")
@@ -145,15 +148,14 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, list[boo
         replay = batch_id == len(sequence) // 2  # the same batch again, as after a failure
         for proc in (held, parts, recomputing):
             for bid in ([batch_id, batch_id] if replay else [batch_id]):
-                proc.stages.timings = {}
                 proc.stages.open_windows.begin(bid)
                 proc.tables["bronze"].append(bronze, bid)  # a replay's append is a no-op
                 if proc is parts:
-                    from_chunks(proc, bronze, bid, rng)
+                    timings = from_chunks(proc, bronze, bid, rng)
                 else:
-                    proc.stages.update_signals(bronze, bid)
+                    timings = proc.stages.update_signals(bronze, bid)
                 if proc is not recomputing:
-                    answered.append("slice" not in proc.stages.timings)
+                    answered.append("slice" not in timings)
     return root / "held", root / "recomputed", answered
 
 
@@ -261,7 +263,6 @@ def test_a_batch_whose_signals_were_pending_is_recomputed_on_restart(
     sequence = batches()[:died_at + (8 if replayed else 1)]
 
     def feed(proc: BatchProcessor, batch_id: int) -> None:
-        proc.stages.timings = {}
         proc.stages.open_windows.begin(batch_id)
         proc.tables["bronze"].append(bronzes[batch_id], batch_id)
         proc.stages.update_signals(bronzes[batch_id], batch_id)
@@ -274,18 +275,17 @@ def test_a_batch_whose_signals_were_pending_is_recomputed_on_restart(
 
     marker = tmp_path / "checkpoint" / "pending.json"
     marker.parent.mkdir()
-    first = processor(tmp_path / "crashed", True)
-    first.pending = PendingMarker(marker)
+    first = processor(tmp_path / "crashed", True, marker=marker)
     owed = range(died_at - 2, died_at + 1)
     for batch_id in range(owed[0]):
         feed(first, batch_id)
     for batch_id in owed:
         first.tables["bronze"].append(bronzes[batch_id], batch_id)
-        first.owe(Pending(first.app_id, batch_id, *first.stages.touched(bronzes[batch_id])))
+        first.pending.add(Pending(first.app_id, batch_id,
+                                  *first.stages.touched(bronzes[batch_id])))
     assert PendingMarker(marker).read().batch_id == died_at
 
-    again = processor(tmp_path / "crashed", True)
-    again.pending = PendingMarker(marker)
+    again = processor(tmp_path / "crashed", True, marker=marker)
     assert again.recover() == died_at and not marker.exists()
     assert again.recover() is None
     for batch_id in range(died_at + 1 if not replayed else died_at, len(sequence)):
@@ -302,13 +302,11 @@ def test_a_marker_of_another_query_is_dropped_with_a_warning(tmp_path: Path, cap
     marker = tmp_path / "checkpoint" / "pending.json"
     marker.parent.mkdir()
     bronze = as_bronze(batches()[0], 0)
-    old = processor(tmp_path / "tables", True)
+    old = processor(tmp_path / "tables", True, marker=marker)
     old.set_app_id("old-query")
-    old.pending = PendingMarker(marker)
-    old.owe(Pending("old-query", 41, *old.stages.touched(bronze)))
-    new = processor(tmp_path / "tables", True)
+    old.pending.add(Pending("old-query", 41, *old.stages.touched(bronze)))
+    new = processor(tmp_path / "tables", True, marker=marker)
     new.set_app_id("new-query")
-    new.pending = PendingMarker(marker)
     with caplog.at_level("WARNING", logger="kafka_health.batch"):
         assert new.recover() is None
     assert not marker.exists()
@@ -340,14 +338,13 @@ def test_a_batch_that_fails_before_its_gauges_writes_no_signal_and_replays_exact
     carried = [PackedBatch(as_bronze(rows, offset))
                for rows, offset in zip(sequence, offsets, strict=True)]
     (tmp_path / "checkpoint").mkdir()
-    reference, failing = processor(tmp_path / "reference", True), processor(tmp_path / "failing",
-                                                                            True)
-    for name, proc in (("reference", reference), ("failing", failing)):
-        proc.pending = PendingMarker(tmp_path / "checkpoint" / f"{name}.json")
+    reference, failing = (processor(tmp_path / name, True,
+                                    marker=tmp_path / "checkpoint" / f"{name}.json")
+                          for name in ("reference", "failing"))
     fail_at, failed = 9, []
-    # bronze's append(data, batch_id) or the processor's owe(Pending(batch_id, ...))
+    # bronze's append(data, batch_id) or the pending batches' add(Pending(batch_id, ...))
     owner, method = ((failing.tables["bronze"], "append") if fails == "bronze_append"
-                     else (failing, "owe"))
+                     else (failing.pending, "add"))
     original = getattr(owner, method)
 
     def batch_of(args: tuple) -> int:
@@ -355,9 +352,10 @@ def test_a_batch_that_fails_before_its_gauges_writes_no_signal_and_replays_exact
 
     def fail_once(*args: object) -> object:
         if batch_of(args) == fail_at and not failed:
-            wait_for(lambda: failing.stages.open_windows.last_batch == fail_at
-                     and "broker_signals" in failing.stages.timings, 30,
-                     "the held windows absorbing the batch on their thread", every=0.01)
+            # the absorber runs one task at a time, in order: this one runs once it has
+            # taken in the batch
+            failing.absorber.submit(lambda: None).result(timeout=30)
+            assert failing.stages.open_windows.last_batch == fail_at
             assert failing.stages.open_windows.partials
             failed.append(fail_at)
             raise OSError("No space left on device")
@@ -367,17 +365,18 @@ def test_a_batch_that_fails_before_its_gauges_writes_no_signal_and_replays_exact
     for batch_id, batch in enumerate(carried):
         reference(batch, batch_id)
         if batch_id == fail_at:
-            failing.wait_deferred()
+            failing.wait_for_writer()
             signals = failing.tables["broker_signals"].ensure().version()
             with pytest.raises(OSError, match="No space"):
                 failing(batch, batch_id)
             assert failing.tables["broker_signals"].ensure().version() == signals
-            assert not failing.pending.exists() and not failing.stages.open_windows.partials
+            assert (not failing.pending.marker.exists()
+                    and not failing.stages.open_windows.partials)
             assert failing.tables["bronze"].committed(fail_at) == (fails == "pending_marker")
         failing(batch, batch_id)
     for proc in (reference, failing):
-        proc.wait_deferred()
-        assert proc.deferred_error is None and not proc.pending.exists()
+        proc.wait_for_writer()
+        assert proc.control.signals_error is None and not proc.pending.marker.exists()
     assert len(failed) == 1
     assert_same_tables(tmp_path / "failing", tmp_path / "reference", names=DERIVED)
 
@@ -414,17 +413,17 @@ def test_batches_written_in_groups_equal_batches_written_one_by_one(tmp_path: Pa
     offsets = [sum(len(rows) for rows in sequence[:i]) for i in range(len(sequence))]
     carried = [PackedBatch(as_bronze(rows, offset))
                for rows, offset in zip(sequence, offsets, strict=True)]
-    reference, behind = processor(tmp_path / "reference", True), processor(tmp_path / "behind",
-                                                                         True)
     (tmp_path / "checkpoint").mkdir()
-    behind.pending = PendingMarker(tmp_path / "checkpoint" / "pending.json")
+    reference = processor(tmp_path / "reference", True)
+    behind = processor(tmp_path / "behind", True,
+                       marker=tmp_path / "checkpoint" / "pending.json")
     behind.writer = writer = HeldBackWriter(behind.write_signals)
     rng = random.Random(3)
     for batch_id, batch in enumerate(carried):
         reference(batch, batch_id)
         behind(batch, batch_id)
         if writer.queue:
-            owed = behind.pending.read()
+            owed = behind.pending.marker.read()
             assert owed.batch_id == batch_id
             assert set(owed.clusters) == {c for o in writer.queue for c in o.pending.clusters}
             assert all(any(lo <= s_lo and s_hi <= hi for lo, hi in owed.spans)
@@ -432,7 +431,7 @@ def test_batches_written_in_groups_equal_batches_written_one_by_one(tmp_path: Pa
         if rng.random() < 0.3:
             writer.flush()
     writer.flush()
-    assert not behind.pending.exists()
+    assert not behind.pending.marker.exists()
     assert max(len(group) for group in writer.groups) >= 3, writer.groups
     assert_same_tables(tmp_path / "behind", tmp_path / "reference", names=DERIVED)
 
@@ -447,12 +446,10 @@ def run_answered(root: Path, sequence: list[list[dict]]) -> list[bool]:
         bronze = as_bronze(rows, offset)
         offset += len(rows)
         for proc in (held, recomputing):
-            proc.stages.timings = {}
             proc.stages.open_windows.begin(batch_id)
             proc.tables["bronze"].append(bronze, batch_id)
             if proc is held:
-                from_chunks(proc, bronze, batch_id, rng)
-                answered.append("slice" not in proc.stages.timings)
+                answered.append("slice" not in from_chunks(proc, bronze, batch_id, rng))
             else:
                 proc.stages.update_signals(bronze, batch_id)
     assert_same_tables(root / "held", root / "recomputed", names=DERIVED)

@@ -87,8 +87,8 @@ def test_deferred_signals_that_fail_on_a_poison_record_are_recovered_without_it(
     first = processor(tmp_path, deferred=True)
     first(PackedBatch(batch(0, [1.0, 2.0])), 0)
     first(PackedBatch(batch(10, [1.0, POISON, 3.0])), 1)  # bronze in; signals fail later
-    first.wait_deferred()
-    assert isinstance(first.deferred_error, InjectedPoison)
+    first.wait_for_writer()
+    assert isinstance(first.control.signals_error, InjectedPoison)
     following = PackedBatch(batch(20, [4.0]))
     with pytest.raises(RuntimeError, match="previous batch's signals failed"):
         first(following, 2)
@@ -100,8 +100,8 @@ def test_deferred_signals_that_fail_on_a_poison_record_are_recovered_without_it(
     assert offsets(restarted, "quarantine") == [11]
     assert offsets(restarted, "bronze") == [0, 1, 10, 12]
     restarted(following, 2)  # Spark replays the batch that failed for it
-    restarted.wait_deferred()
-    assert restarted.deferred_error is None and restarted.failures.read() is None
+    restarted.wait_for_writer()
+    assert restarted.control.signals_error is None and restarted.failures.read() is None
     assert offsets(restarted, "bronze") == [0, 1, 10, 12, 20]
     assert restarted.tables["quarantine"].read()["reason"].to_pylist() == [
         "poison_record: InjectedPoison"]

@@ -69,6 +69,7 @@ def test_a_due_batch_goes_on_while_its_quality_check_runs(tmp_path, caplog):
 
     from streaming.config import Config
     from streaming.pipeline.batch import BatchProcessor
+    from streaming.pipeline.signal_stages import WindowRows
     from streaming.pipeline.stats import BatchStats
     from tests.conftest import wait_for
 
@@ -84,14 +85,14 @@ def test_a_due_batch_goes_on_while_its_quality_check_runs(tmp_path, caplog):
         return bronze
 
     facts = BatchStats(batch_id=0, bronze_rows=bronze.num_rows)
-    concluded = threading.Thread(target=processor.conclude,
-                                 args=(bronze, facts, None, None, held_sample))
+    concluded = threading.Thread(target=processor.after_bronze,
+                                 args=(bronze, facts, None, WindowRows(None, {}), held_sample))
     concluded.start()
     wait_for(lambda: not concluded.is_alive(), 30, "the batch to conclude before its check")
-    assert processor.stats.batch_id == 0  # every step of the batch is done
+    assert processor.history.newest_finished.batch_id == 0  # every step of the batch is done
     assert not processor.tables["dq_results"].committed(0)
     gate.set()
-    processor.wait_quality()
+    processor.quality.wait()
     assert processor.tables["dq_results"].committed(0)
     results = processor.tables["dq_results"].read().to_pylist()
     assert results and {r["batch_id"] for r in results} == {0}
@@ -99,7 +100,8 @@ def test_a_due_batch_goes_on_while_its_quality_check_runs(tmp_path, caplog):
     def unreadable() -> pa.Table:
         raise OSError("the task file is gone")
 
-    processor.conclude(bronze, BatchStats(batch_id=1, bronze_rows=1), None, None, unreadable)
-    processor.wait_quality()
+    processor.after_bronze(bronze, BatchStats(batch_id=1, bronze_rows=1), None,
+                           WindowRows(None, {}), unreadable)
+    processor.quality.wait()
     assert "batch 1: the data-quality check failed" in caplog.text
     assert not processor.tables["dq_results"].committed(1)

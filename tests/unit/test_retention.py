@@ -73,11 +73,11 @@ def test_retention_runs_from_the_batch_processor(tmp_path: Path) -> None:
     config = Config()
     config.delta.path = str(tmp_path)
     processor = BatchProcessor(config, exporter=None)
-    processor.retention.last_run = None  # as if started an hour ago
+    processor.housekeeping.retention.last_run = None  # as if started an hour ago
     processor.tables["bronze"].append(
         bronze_rows(datetime.now(UTC) - timedelta(days=40), 100), 0)
     processor(PackedBatch(bronze_rows(datetime.now(UTC), 0)), 1)
-    assert processor.stats.signal_timings.get("retention") is not None
+    assert processor.history.newest_finished.signal_timings.get("retention") is not None
     offsets = processor.tables["bronze"].read(columns=["source_offset"])["source_offset"]
     assert sorted(offsets.to_pylist()) == [0, 1, 2]
 
