@@ -35,7 +35,7 @@ def test_wrong_type_and_bad_choice_are_named(tmp_path):
         load_config(write(tmp_path, "source:\n  engine: flink\n"), environ={})
     with pytest.raises(ConfigError, match=r"spark.stop_timeout_seconds: must be >= 0"):
         load_config(write(tmp_path, "spark:\n  stop_timeout_seconds: -1\n"), environ={})
-    with pytest.raises(ConfigError, match=r"delta.log_retention_minutes must be >= 1"):
+    with pytest.raises(ConfigError, match=r"delta.log_retention_minutes: must be >= 1"):
         load_config(write(tmp_path, "delta:\n  log_retention_minutes: 0.5\n"), environ={})
 
 
@@ -247,7 +247,8 @@ def test_delta_engine_is_delta_rs_or_delta_spark(tmp_path):
     chosen = load_config(write(tmp_path, "delta: {engine: delta-spark, path: s3a://b/kh}\n"),
                          environ={})
     assert chosen.delta.engine == "delta-spark"
-    with pytest.raises(ConfigError, match=r"delta.engine: 'spark' is not valid; use 'delta-rs'"):
+    with pytest.raises(ConfigError,
+                       match=r"delta.engine: 'spark' is not one of 'delta-rs' or 'delta-spark'"):
         load_config(write(tmp_path, "delta: {engine: spark}\n"), environ={})
     # Hadoop, which delta-spark writes through, names S3 s3a://
     with pytest.raises(ConfigError, match=r"delta.path: .* use 's3a://b/kh'"):
@@ -284,3 +285,56 @@ def test_a_setting_spark_or_kafka_would_refuse_after_start_is_refused_before(
         tmp_path, text: str, said: str):
     with pytest.raises(ConfigError, match=said):
         load_config(write(tmp_path, text), environ={})
+
+
+# --- where the config comes from, and the reference page -----------------------------------
+
+
+def test_kafka_health_config_names_the_file_when_no_config_is_given(tmp_path):
+    named = write(tmp_path, "exporter:\n  port: 9470\n")
+    other = tmp_path / "other.yaml"
+    other.write_text("exporter:\n  port: 9471\n")
+    environ = {"KAFKA_HEALTH_CONFIG": str(named)}
+    assert load_config(None, environ=environ).exporter.port == 9470
+    assert load_config(other, environ=environ).exporter.port == 9471  # --config wins
+    with pytest.raises(ConfigError, match=r"^KAFKA_HEALTH_CONFIG /nowhere.yaml: cannot read"):
+        load_config(None, environ={"KAFKA_HEALTH_CONFIG": "/nowhere.yaml"})
+
+
+@pytest.mark.parametrize(("environ", "said"), [
+    ({"KAFKA_HEALTH__SOURCE__BOOTSTRAP_SERVERS": "' '"},
+     "KAFKA_HEALTH__SOURCE__BOOTSTRAP_SERVERS: source.bootstrap_servers: empty"),
+    ({"KAFKA_HEALTH__SIGNALS__WINDOW_SECONDS": "soon"},
+     "KAFKA_HEALTH__SIGNALS__WINDOW_SECONDS: signals.window_seconds: expected a number"),
+    ({"KAFKA_HEALTH__METADATA__CLUSTERS": "{prod: {bootstrap_server: k:9092}}"},
+     "KAFKA_HEALTH__METADATA__CLUSTERS: metadata.clusters.prod.bootstrap_server: unknown key"),
+])
+def test_an_override_s_error_names_its_variable(tmp_path, environ, said):
+    """The file is right and the variable wrong: the message says which variable."""
+    path = write(tmp_path, "signals:\n  window_seconds: 60\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(path, environ=environ)
+    assert str(err.value).startswith(said)
+
+
+def test_every_type_problem_of_the_file_is_said_at_once(tmp_path):
+    path = write(tmp_path, "exporter:\n  enabled: yes please\n  port: 9464.5\n"
+                           "spark:\n  trigger_seconds: true\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(path, environ={})
+    assert str(err.value).splitlines() == [
+        "spark.trigger_seconds: expected a number, got True",
+        "exporter.enabled: expected true or false, got 'yes please'",
+        "exporter.port: expected a whole number, got 9464.5"]
+
+
+def test_the_configuration_reference_is_the_model_s():
+    """docs/configuration.md is generated from the model; a key added, renamed or
+    redescribed without regenerating it fails here."""
+    from streaming.config import reference
+
+    assert reference.PAGE.read_text() == reference.render(), (
+        "docs/configuration.md is out of date: python -m streaming.config.reference")
+    undescribed = [key for key, *_, meaning in reference.rows(Config, "config", None)
+                   if not meaning]
+    assert not undescribed, f"{undescribed} have no description in the model"

@@ -236,7 +236,6 @@ def test_the_earlier_default_key_pattern_in_a_config_means_the_default() -> None
     from streaming.config import DEFAULT_KEY_PATTERN, EARLIER_DEFAULT_KEY_PATTERN
 
     identity = IdentityConfig(key_pattern=EARLIER_DEFAULT_KEY_PATTERN)
-    identity.validate("identity")
     assert identity.key_pattern == DEFAULT_KEY_PATTERN
 
 

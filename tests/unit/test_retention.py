@@ -42,7 +42,7 @@ def test_old_rows_and_files_go_recent_ones_stay(tmp_path: Path) -> None:
     tables["quarantine"].append(quarantine_rows(old, 0), 0)
     tables["quarantine"].append(quarantine_rows(recent, 1), 1)
     config = DeltaConfig(retention_days={"bronze": 30, "quarantine": 30, "dq_results": None},
-                         vacuum_retain_hours=0)
+                         vacuum_retain_hours=0, bronze_writers="driver")
     clock = [NOW.timestamp()]
     retention = Retention(config, clock=lambda: clock[0])
     assert not retention.due()  # not as the job starts
