@@ -229,8 +229,16 @@ def format_peek(result: Peek, default_cluster: str) -> str:
 
 
 def peek_json(result: Peek) -> str:
-    """The sample as JSON for scripts: the records, the signals fed and not, the reasons."""
-    return json.dumps(asdict(result), indent=2)
+    """The sample as JSON for scripts: the records, the signals fed and not (each with the
+    metric.attribute it needs), the quarantine reasons with counts."""
+    def needs(signals: dict[Any, tuple[str, str]]) -> dict[str, str]:
+        return {str(name): f"{metric}.{attribute}"
+                for name, (metric, attribute) in sorted(signals.items(), key=str)}
+
+    return json.dumps({"topic": result.topic,
+                       "records": [asdict(view) for view in result.records],
+                       "feeds": needs(result.feeds), "cannot_feed": needs(result.cannot_feed),
+                       "reasons": dict(result.reasons.most_common())}, indent=2)
 
 
 def _names(values: list[str], limit: int = 3) -> str:
