@@ -1,7 +1,9 @@
 """PNG charts for the HTML report, drawn on explicit Agg canvases (no pyplot, headless-safe).
 
 Each function takes already-filtered pandas frames, writes one PNG and returns its path.
-Time axes are UTC. A signal that is null for the whole window is drawn as a "no data"
+Time axes are UTC and span the data drawn (`data_span`), the report's look-back only as
+their bound: a demo's minutes in a 6 h report fill the chart, not its last pixels. A signal
+that is null for the whole window is drawn as a "no data"
 panel, never as a flat zero: a metrics format that lacks a signal must not look healthy.
 """
 
@@ -10,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import matplotlib.dates as mdates
@@ -102,6 +104,26 @@ def _naive_utc(values: pd.Series | datetime) -> pd.Series | pd.Timestamp:
     return pd.Timestamp(values).tz_convert("UTC").tz_localize(None)
 
 
+# A time axis's margin either side of the data, as a share of its span (at least a minute),
+# so the first and last points do not sit on the frame.
+SPAN_MARGIN = 0.03
+MIN_SPAN_MARGIN = timedelta(minutes=1)
+
+
+def data_span(starts: pd.Series, ends: pd.Series, since: datetime,
+              now: datetime) -> tuple[pd.Timestamp, pd.Timestamp]:
+    """The time axis for data from `starts` to `ends` (a null end: still going, to now):
+    the earliest start to the latest end with a margin, within [since, now]; all of
+    [since, now] when there is no data."""
+    low, high = pd.Timestamp(since).tz_convert("UTC"), pd.Timestamp(now).tz_convert("UTC")
+    first = pd.to_datetime(starts, utc=True).min() if len(starts) else pd.NaT
+    if pd.isna(first):
+        return low, high
+    last = pd.to_datetime(ends, utc=True).fillna(high).max() if len(ends) else first
+    margin = max((last - first) * SPAN_MARGIN, MIN_SPAN_MARGIN)
+    return max(low, first - margin), min(high, max(last, first) + margin)
+
+
 def _time_axis(ax: Axes, since: datetime, now: datetime, label: bool = True) -> None:
     ax.set_xlim(_naive_utc(since), _naive_utc(now))
     locator = mdates.AutoDateLocator(minticks=4, maxticks=9)
@@ -125,11 +147,13 @@ def incidents_timeline(incidents: pd.DataFrame, since: datetime, now: datetime,
                        path: str | Path, scopes: pd.Series) -> Path:
     """One horizontal bar per incident, from started_at to resolved_at (or now if open).
 
-    ``scopes`` names each incident's scope ("broker 2", "cluster-wide"). Bars are clipped
-    to the window; one that started earlier says since when at its left edge. Open
-    incidents are hatched and carry an "OPEN" tag at the right edge.
+    ``scopes`` names each incident's scope ("broker 2", "cluster-wide"). The axis spans the
+    incidents (`data_span`); bars are clipped to the window, and one that started before
+    it says since when at its left edge. Open incidents are hatched and carry an "OPEN" tag
+    at the right edge.
     """
     n = len(incidents)
+    since, now = data_span(incidents["started_at"], incidents["resolved_at"], since, now)
     fig = _figure(13, max(2.4, 1.3 + 0.42 * n))
     ax = fig.add_subplot()
     start_w, end_w = _naive_utc(since), _naive_utc(now)
@@ -178,7 +202,10 @@ def incidents_timeline(incidents: pd.DataFrame, since: datetime, now: datetime,
 def signals_grid(rows: pd.DataFrame, signals: Sequence[Signal], series_labels: pd.Series,
                  since: datetime, now: datetime, path: str | Path, title: str,
                  legend_title: str) -> Path:
-    """One panel per signal, one line per series (broker or cluster), shared time axis."""
+    """One panel per signal, one line per series (broker or cluster), on a shared time
+    axis over the rows' windows (`data_span`)."""
+    ends = rows["window_end"] if "window_end" in rows else rows.get("window_start", [])
+    since, now = data_span(rows.get("window_start", pd.Series(dtype=object)), ends, since, now)
     ncols = 2
     nrows = math.ceil(len(signals) / ncols)
     fig = _figure(13, 2.9 * nrows + 0.6)
