@@ -49,6 +49,13 @@ def usage_error(args: argparse.Namespace, message: str) -> None:
     args.parser.error(message)
 
 
+def require_config_file(args: argparse.Namespace, environ: Any) -> None:
+    """A command that needs a config file has it from its argument or KAFKA_HEALTH_CONFIG;
+    neither is a usage error naming both (the defaults alone watch nothing of the operator's)."""
+    if args.config is None and not environ.get("KAFKA_HEALTH_CONFIG"):
+        usage_error(args, "no config file: give --config FILE or set KAFKA_HEALTH_CONFIG")
+
+
 def given(args: argparse.Namespace, name: str) -> bool:
     """Whether an option was set to other than its default (a default given explicitly is
     the same as none)."""

@@ -175,8 +175,9 @@ def build_parser() -> argparse.ArgumentParser:
         "  kafka-health run --config /etc/kafka-health/config.yaml\n"
         "  kafka-health --log-format json run --config config.yaml --bootstrap-server "
         "kafka-1:9093\n")
-    run.add_argument("--config", required=True,
-                     help="YAML config file (deploy/config.example.yaml documents every key)")
+    run.add_argument("--config", default=None,
+                     help="YAML config file (default: the file KAFKA_HEALTH_CONFIG names; "
+                     "docs/configuration.md lists every key)")
     run.add_argument("--bootstrap-server", "--bootstrap", dest="bootstrap_server",
                      default=None, metavar="HOST:PORT",
                      help="the metrics cluster's Kafka, over the config's "
@@ -331,7 +332,9 @@ def build_parser() -> argparse.ArgumentParser:
         "  kafka-health check-config config.yaml\n"
         "  kafka-health check-config --skip-secrets --print config.yaml   # on a laptop "
         "without the secrets\n")
-    check.add_argument("config", help="the YAML config file to check")
+    check.add_argument("config", nargs="?", default=None,
+                       help="the YAML config file to check (default: the file "
+                       "KAFKA_HEALTH_CONFIG names)")
     check.add_argument("--print", action="store_true",
                        help="print the resolved config (overrides applied), secrets masked")
     check.add_argument("--skip-secrets", action="store_true",

@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from streaming.cli.options import require_config_file
 from streaming.logsetup import spark_log_config
 from streaming.refusal import NotStarted
 
@@ -31,7 +32,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     from streaming.exporter import Exporter
     from streaming.job import Job
 
-    config = load_config(args.config, environ=overrides(args))
+    environ = overrides(args)
+    require_config_file(args, environ)
+    config = load_config(args.config, environ=environ)
     paging.check(config.alert_push)  # a rule the push cannot render: refused before start
     if (config.spark.master or "").startswith("local"):
         spark_log_config(args.verbosity)

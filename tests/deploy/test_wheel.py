@@ -165,7 +165,7 @@ def test_version_and_check_config_from_outside_the_checkout(installed: Installed
     config.write_text("source:\n  bootstrap_servers: kafka-1.example:9093\n"
                       "alert_push:\n  alertmanager_urls: [http://alertmanager.example:9093]\n"
                       "  kinds: [unclean_election, under_min_isr]\n")
-    checked = installed.run(installed.script, "check-config", config.name)
+    checked = installed.run(installed.script, "check-config", "--print", config.name)
     assert checked.returncode == 0, checked.stdout[-2000:] + checked.stderr[-2000:]
     printed = json.loads(checked.stdout)
     assert printed["source"]["bootstrap_servers"] == "kafka-1.example:9093"

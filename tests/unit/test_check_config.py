@@ -177,3 +177,16 @@ def test_redact_tree_masks_under_secret_keys_but_keeps_references() -> None:
             "urls": ["http://x:y@h"], "n": 3}
     assert redact_tree(tree) == {"credentials": {"user": "***", "pass": "***"},
                                  "password": {"env": "PW"}, "urls": ["http://***@h"], "n": 3}
+
+
+def test_the_config_file_may_be_named_by_kafka_health_config(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "named.yaml"
+    path.write_text("source:\n  bootstrap_servers: kafka-1.example:9093\n")
+    monkeypatch.setenv("KAFKA_HEALTH_CONFIG", str(path))
+    assert main(["check-config"]) == 0
+    assert f"OK KAFKA_HEALTH_CONFIG {path}: valid" in capsys.readouterr().out
+    path.write_text("source:\n  bootstrap_serverz: x:1\n")
+    assert main(["check-config"]) == 2
+    assert "bootstrap_serverz" in capsys.readouterr().err

@@ -163,7 +163,7 @@ USAGE_ERRORS = {
                               "'inf' is not a finite number of seconds > 0"),
     "demo-real-with-a-simulated-shape": (["demo", "--brokers", "5"],
                                          "--brokers shapes the simulated cluster: add --simulated"),
-    "run-without-config": (["run"], "the following arguments are required: --config"),
+    "run-without-config": (["run"], "give --config FILE or set KAFKA_HEALTH_CONFIG"),
     "check-config-missing-file": (["check-config", "{tmp}/nope.yaml"], "cannot read"),
 }
 

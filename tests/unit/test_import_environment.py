@@ -21,6 +21,8 @@ before = dict(os.environ)
 import streaming
 failed = []
 for module in pkgutil.walk_packages(streaming.__path__, "streaming."):
+    if module.name.endswith(".__main__"):  # importing a __main__ runs the program
+        continue
     try:
         importlib.import_module(module.name)
     except ImportError as err:
