@@ -87,3 +87,24 @@ PIPELINE_SOURCE_DATA_LOSS_TOTAL = "kafka_health_pipeline_source_data_loss_total"
 PIPELINE_ALERT_PUSH_FAILURES_TOTAL = "kafka_health_pipeline_alert_push_failures_total"
 PIPELINE_SERIES_DROPPED_TOTAL = "kafka_health_pipeline_series_dropped_total"
 PIPELINE_VIEW_DISAGREEMENTS_TOTAL = "kafka_health_pipeline_view_disagreements_total"
+
+# the durability probe (streaming/clients; labels: cluster, and broker; error)
+PROBE_UP = "kafka_health_probe_up"
+PROBE_PENDING_WRITES = "kafka_health_probe_pending_writes"
+PROBE_WRITES_ATTEMPTED = "kafka_health_probe_writes_attempted"
+PROBE_WRITES_ACKED = "kafka_health_probe_writes_acked"
+PROBE_AVAILABILITY_RATIO = "kafka_health_probe_availability_ratio"
+PROBE_ACK_LATENCY_P99_SECONDS = "kafka_health_probe_ack_latency_p99_seconds"
+PROBE_READ_LATENCY_P99_SECONDS = "kafka_health_probe_read_latency_p99_seconds"
+PROBE_LOST_RECORDS_TOTAL = "kafka_health_probe_lost_records_total"
+PROBE_DUPLICATE_RECORDS_TOTAL = "kafka_health_probe_duplicate_records_total"
+PROBE_WRITES_FAILED = "kafka_health_probe_writes_failed"
+
+# consumer groups (streaming/clients; labels: cluster, and group, topic; status)
+CONSUMER_GROUPS_UP = "kafka_health_consumer_groups_up"
+CONSUMER_GROUP_PARTITIONS_LEFT_OUT = "kafka_health_consumer_group_partitions_left_out"
+CONSUMER_GROUP_LAG_RECORDS = "kafka_health_consumer_group_lag_records"
+CONSUMER_GROUP_LAG_SECONDS = "kafka_health_consumer_group_lag_seconds"
+CONSUMER_GROUP_LOST_TO_RETENTION_RECORDS_TOTAL = (
+    "kafka_health_consumer_group_lost_to_retention_records_total")
+CONSUMER_GROUP_STATUS = "kafka_health_consumer_group_status"
