@@ -12,7 +12,7 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -455,6 +455,23 @@ class Exporter:
         gauge = self.gauges[metric.OPEN_INCIDENTS]
         for (cluster, kind), value in counts.items():
             gauge.labels(cluster, kind).set(value)
+
+    def replace_series(self, name: str, cluster: str,
+                       values: Mapping[tuple[str, ...], float]) -> None:
+        """Make `values` (labels after `cluster` -> value) the cluster's only series of the
+        gauge: set them, remove the cluster's others (a broker, group or error class that no
+        longer applies disappears instead of lingering)."""
+        gauge = self.gauges[name]
+        labelnames = self.labelnames[name]
+        held = set()
+        for family in gauge.collect():
+            for sample in family.samples:
+                if sample.labels.get("cluster") == cluster:
+                    held.add(tuple(sample.labels[n] for n in labelnames[1:]))
+        for rest in held - set(values):
+            _remove(gauge, cluster, *rest)  # the TTL may have dropped it already
+        for rest, value in values.items():
+            gauge.labels(cluster, *rest).set(value)
 
     def pipeline(self, name: str, value: float) -> None:
         self.gauges[name].set(value)

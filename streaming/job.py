@@ -13,6 +13,7 @@ from py4j.protocol import Py4JError
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
+from streaming.clients.service import ClientsService
 from streaming.config import Config
 from streaming.exporter import Exporter
 from streaming.lease import Leases
@@ -63,6 +64,9 @@ class Job:
         # The Admin API pollers (metadata.clusters): their board of causes is read by the
         # incidents stage; they poll from start() to stop().
         self.metadata = MetadataService(config, exporter)
+        # The durability probe and the consumer-group pollers (probe, consumer_groups):
+        # clients of the watched clusters, from start() to stop().
+        self.clients = ClientsService(config, exporter)
         self.control = JobControl()
         self.processor = BatchProcessor(
             config, exporter, checkpoint_app_id(config.spark.checkpoint, storage),
@@ -80,8 +84,10 @@ class Job:
             # Before the query, so its first batches may already find causes; under the
             # lease, since the pollers write the metadata tables.
             self.metadata.start(self.processor.app_id, self.config.delta.storage())
+            self.clients.start(self.processor.app_id, self.config.delta.storage())
             return self._start()
         except BaseException:
+            self.clients.stop()
             self.metadata.stop()
             self.leases.release()
             raise
@@ -141,7 +147,8 @@ class Job:
             if jvm_alive:
                 self._while_jvm_lives(lambda: self.spark.streams.removeListener(listener))
             self.lag.close()
-        self.metadata.stop()  # its writes are under the lease too
+        self.clients.stop()  # their writes are under the lease too
+        self.metadata.stop()
         self.leases.release()
 
     def _stop_query(self, query: StreamingQuery | None) -> None:

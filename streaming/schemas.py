@@ -37,6 +37,7 @@ _ARROW_TYPES: dict[str, pa.DataType] = {
     "binary": pa.binary(),
     "timestamp": pa.timestamp("us", tz="UTC"),
     "map<string,string>": pa.map_(pa.string(), pa.string()),
+    "map<string,long>": pa.map_(pa.string(), pa.int64()),
     "array<int>": pa.list_(pa.int32()),
     "array<struct<key:string,value:binary>>": pa.list_(
         pa.struct([("key", pa.string()), ("value", pa.binary())])),
@@ -51,6 +52,7 @@ _SPARK_DDL = {
     "binary": "BINARY",
     "timestamp": "TIMESTAMP",
     "map<string,string>": "MAP<STRING,STRING>",
+    "map<string,long>": "MAP<STRING,BIGINT>",
     "array<int>": "ARRAY<INT>",
     "array<struct<key:string,value:binary>>": "ARRAY<STRUCT<key: STRING, value: BINARY>>",
 }

@@ -4,7 +4,8 @@ partitions, read back, on one thread.
 Why one thread: the producer's delivery reports are served by the thread that polls it,
 and the consumer is read by the thread that consumes; with both on the probe's thread, the
 ledger (streaming/clients/probe_ledger.py) has one owner and needs no lock. `on_close` is
-called on that thread with what each `close` returned.
+called on that thread with what each `close` returned, every second, also when nothing
+closed (the probe's health goes with it).
 
 Why these producer settings: idempotent with acks=all, as a producer that must not lose
 or duplicate writes is configured; a delivery timeout of `timeout_seconds` (librdkafka's
@@ -15,6 +16,7 @@ own error (NOT_ENOUGH_REPLICAS) rather than the delivery timeout that ends the r
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import threading
@@ -24,7 +26,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from streaming.clients.probe_ledger import NO_LEADER, Loss, ProbeLedger, ProbeWindow
@@ -88,7 +90,7 @@ class DurabilityProbe:
         self.cluster = cluster
         self.settings = settings or ProbeSettings()
         self._client_config = dict(client_config)
-        self._on_close = on_close
+        self.on_close = on_close
         self._clock = clock
         self.run_id = uuid.uuid4().hex[:12]
         self.ledger = ProbeLedger(cluster, self.settings.topic, self.settings.window_seconds,
@@ -99,6 +101,13 @@ class DurabilityProbe:
         self._topic: ProbeTopic | None = None
         self._leaders: dict[int, int] = {}
         self.error: str | None = None  # the last setup error, for the status and logs
+        self._fatal: KafkaError | None = None  # the producer's fatal error, once it had one
+
+    @property
+    def up(self) -> bool:
+        """Whether the probe writes and reads now: its topic checked, no setup error since
+        (on the probe thread, as the state it reads)."""
+        return self._topic is not None and self.error is None
 
     # --- clients ------------------------------------------------------------------------
 
@@ -107,10 +116,30 @@ class DurabilityProbe:
 
     def _producer(self) -> Producer:
         timeout_ms = int(self.settings.timeout_seconds * 1000)
+        self._fatal = None
         return Producer({**self._common(), "enable.idempotence": True, "acks": "all",
                          "linger.ms": 0, "delivery.timeout.ms": timeout_ms,
                          "request.timeout.ms": max(1000, timeout_ms // 2),
-                         "retries": RETRIES, "retry.backoff.ms": 200})
+                         "retries": RETRIES, "retry.backoff.ms": 200,
+                         "error_cb": self._client_error})
+
+    def _client_error(self, error: KafkaError) -> None:
+        if error.fatal():
+            self._fatal = error
+
+    def _replaced(self, producer: Producer) -> Producer:
+        """A new producer for one whose idempotence state is broken for good: after an
+        unclean election the new leader does not know the producer's sequence numbers
+        (OUT_OF_ORDER_SEQUENCE_NUMBER), a fatal error for librdkafka's idempotent
+        producer. The writes it still held fail (their reports are served first)."""
+        LOG.warning("probe %s: the idempotent producer failed for good (%s); its pending "
+                    "writes fail and a new producer takes over", self.cluster,
+                    self._fatal.str() if self._fatal else "fatal error")
+        with contextlib.suppress(KafkaException):  # the fatal error, raised once more
+            producer.purge()
+            producer.poll(0)
+            producer.flush(0)
+        return self._producer()
 
     def _consumer(self) -> Consumer:
         # No group: partitions are assigned, nothing is committed. From the earliest
@@ -134,31 +163,52 @@ class DurabilityProbe:
             self._thread.join(self.settings.timeout_seconds + 30)
 
     def _run(self) -> None:
-        admin = AdminClient(self._common())
-        producer = self._producer()
-        consumer = self._consumer()
+        """The probe's loop. An error nothing else handles is said with its traceback and
+        the probe starts over with new clients after a pause: a probe that died would be a
+        blind spot that looks like a quiet cluster (its up series says 0 meanwhile)."""
+        while not self._stop.is_set():
+            admin = AdminClient(self._common())
+            producer = self._producer()
+            consumer = self._consumer()
+            try:
+                self._loop(admin, producer, consumer)
+            except Exception as exc:
+                LOG.exception("probe %s: unexpected error; starting over in %g s",
+                              self.cluster, RECHECK_SECONDS)
+                self.error = f"unexpected error: {type(exc).__name__}"
+                self._topic = None  # assigned anew to the new consumer
+                self._close(self._clock())
+                self._stop.wait(RECHECK_SECONDS)
+            finally:
+                with contextlib.suppress(KafkaException):
+                    producer.flush(self.settings.timeout_seconds if self._stop.is_set() else 0)
+                consumer.close()
+
+    def _loop(self, admin: Any, producer: Producer, consumer: Consumer) -> None:
         next_check = next_send = next_close = 0.0
-        try:
-            while not self._stop.is_set():
-                now = self._clock()
-                if now >= next_check:
-                    checked = self._check_topic(admin, consumer)
-                    next_check = now + (self.settings.topic_check_seconds if checked
-                                        else RECHECK_SECONDS)
-                if self._topic is not None and now >= next_send:
-                    self._refresh_leaders(producer)
-                    self._send_round(producer, now)
-                    next_send = now + self.settings.interval_seconds
+        while not self._stop.is_set():
+            now = self._clock()
+            if now >= next_check:
+                checked = self._check_topic(admin, consumer)
+                next_check = now + (self.settings.topic_check_seconds if checked
+                                    else RECHECK_SECONDS)
+            if self._topic is not None and now >= next_send:
+                self._refresh_leaders(producer)
+                self._send_round(producer, now)
+                next_send = now + self.settings.interval_seconds
+            try:
                 producer.poll(0)
-                self._read(consumer)
-                if now >= next_close:
-                    self._close(self._clock())
-                    next_close = now + 1.0
-        except Exception:
-            LOG.exception("probe %s: stopped by an unexpected error", self.cluster)
-        finally:
-            producer.flush(self.settings.timeout_seconds)
-            consumer.close()
+            except KafkaException as exc:  # the client raises its fatal error from poll too
+                error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+                if error is None or not error.fatal():
+                    raise
+                self._fatal = error
+            if self._fatal is not None:
+                producer = self._replaced(producer)
+            self._read(consumer)
+            if now >= next_close:
+                self._close(self._clock())
+                next_close = now + 1.0
 
     def _check_topic(self, admin: Any, consumer: Consumer) -> bool:
         """Ensure the topic; assign partitions new to the consumer. False when it failed
@@ -229,12 +279,19 @@ class DurabilityProbe:
 
     def _delivered(self, partition: int, sequence: int) -> Callable[[Any, Any], None]:
         def report(err: KafkaError | None, msg: Any) -> None:
-            at = self._clock()
-            if err is None:
-                self.ledger.acked(partition, sequence, msg.offset(), at)
-            else:
-                self.ledger.failed(partition, sequence, err.name(), at)
+            self.delivered(partition, sequence, None if err is None else err.name(),
+                           msg.offset() if err is None else None)
         return report
+
+    def delivered(self, partition: int, sequence: int, error: str | None,
+                  offset: int | None) -> None:
+        """A write's delivery report (on the probe thread): acked at `offset` when `error`
+        is None. A subclass may observe the reports here."""
+        at = self._clock()
+        if error is None and offset is not None:
+            self.ledger.acked(partition, sequence, offset, at)
+        else:
+            self.ledger.failed(partition, sequence, error or "_UNKNOWN", at)
 
     def _read(self, consumer: Consumer) -> None:
         for msg in consumer.consume(num_messages=500, timeout=0.05):
@@ -250,8 +307,8 @@ class DurabilityProbe:
             LOG.error("probe %s: an acked record was lost: partition %d offset %d "
                       "(sequence %d, acked by broker %s at %s)", self.cluster, loss.partition,
                       loss.offset, loss.sequence, loss.broker, loss.acked_at.isoformat())
-        if (rows or losses) and self._on_close is not None:
+        if self.on_close is not None:  # also with nothing closed: the probe's health
             try:
-                self._on_close(rows, losses)
+                self.on_close(rows, losses)
             except Exception:
                 LOG.exception("probe %s: handling its windows failed", self.cluster)

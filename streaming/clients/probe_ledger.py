@@ -1,11 +1,14 @@
 """The durability probe's book of writes: what was sent, acked, failed and read back, and
 the per-window figures and losses that follow from it. Pure: no clients, no clock.
 
-Why a loss is decided by a later read: the probe's producer is idempotent, so within a
-partition the records keep their send order, and a consumer reading the partition reads
-them in that order. An acked record that is not read while a record sent after it on the
-same partition is, is gone from the log: truncated by an unclean election, or deleted. A
-record not read yet with nothing read after it is only late, never lost.
+How a loss is found, two ways:
+- An offset holds another record: an acked record's offset, learnt from its delivery
+  report, is later acked for or read with a record sent after it. A log's offsets are
+  never reused, so the log was truncated there (an unclean election) and every acked
+  record from that offset on is gone, whether or not it had been read before.
+- A later record is read and an earlier one is not: the probe's producer is idempotent, so
+  within a partition the records keep their send order, and a consumer reads them in that
+  order. A record not read yet with nothing read after it is only late, never lost.
 
 Attribution: a write counts for the broker that led its partition when it was sent (the
 broker that acked it, or failed to), in the window of its send. A loss and a duplicate
@@ -39,6 +42,13 @@ ERROR_CLASSES = {
     "TOPIC_AUTHORIZATION_FAILED": "unauthorized",
     "CLUSTER_AUTHORIZATION_FAILED": "unauthorized",
     "_UNKNOWN_PARTITION": "unknown_partition",
+    # the producer's sequence numbers unknown to the leader: after an unclean election
+    "OUT_OF_ORDER_SEQUENCE_NUMBER": "out_of_order_sequence",
+    "_FATAL": "out_of_order_sequence",
+    "UNKNOWN_PRODUCER_ID": "out_of_order_sequence",
+    # writes a broken producer still held, failed when it was replaced
+    "_PURGE_QUEUE": "producer_reset",
+    "_PURGE_INFLIGHT": "producer_reset",
     "UNKNOWN_TOPIC_OR_PART": "unknown_partition",
 }
 OTHER_ERROR = "other"
@@ -146,6 +156,9 @@ class ProbeLedger:
         self.settle_seconds = settle_seconds
         self._writes: dict[tuple[int, int], _Write] = {}
         self._newest_read: dict[int, int] = {}  # partition -> highest sequence read
+        # partition -> offset -> the acked write there, kept UNDECIDED_AFTER_SECONDS: what a
+        # truncation found later took away
+        self._log: dict[int, dict[int, _Write]] = defaultdict(dict)
         self._read_offsets: dict[tuple[int, int], int] = {}  # (partition, seq) -> offset
         self._tallies: dict[tuple[str, float], _Tally] = defaultdict(_Tally)
         self._losses: list[Loss] = []
@@ -172,6 +185,8 @@ class ProbeLedger:
         if write is None or write.acked_at is not None:
             return
         write.acked_at, write.offset = at, offset
+        self._check_offset(partition, offset, sequence, at)
+        self._log[partition][offset] = write
         if write.window >= self._closed_before:
             tally = self._tallies[(write.leader, write.window)]
             tally.acked += 1
@@ -202,6 +217,7 @@ class ProbeLedger:
                 self._tally(write.leader if write else NO_LEADER, at).duplicates += 1
             return
         self._read_offsets[(partition, sequence)] = offset
+        self._check_offset(partition, offset, sequence, at)
         write = self._writes.get((partition, sequence))
         if write is not None:
             write.read = True
@@ -219,12 +235,22 @@ class ProbeLedger:
 
     # --- findings ---------------------------------------------------------------------
 
+    def _check_offset(self, partition: int, offset: int, sequence: int, at: float) -> None:
+        """`sequence` is at `offset` now: an earlier write acked at that offset or after
+        it was truncated away."""
+        held = self._log[partition]
+        if offset in held and held[offset].sequence != sequence:
+            for gone in sorted(o for o, w in held.items()
+                               if o >= offset and w.sequence < sequence):
+                self._lose(held.pop(gone), at, offset)
+
     def _forget(self, write: _Write) -> None:
         self._writes.pop((write.partition, write.sequence), None)
 
     def _lose(self, write: _Write, at: float, after_offset: int) -> None:
         assert write.acked_at is not None and write.offset is not None
         self._forget(write)
+        self._log[write.partition].pop(write.offset, None)
         self._tally(write.leader, at).lost += 1
         self._losses.append(Loss(self.cluster, write.leader, self.topic, write.partition,
                                  write.offset, write.sequence, _at(write.sent_at),
@@ -238,6 +264,11 @@ class ProbeLedger:
                       if w.acked_at is not None and now - w.acked_at > UNDECIDED_AFTER_SECONDS]:
             self._forget(write)
             self._tally(write.leader, now).undecided += 1
+        for held in self._log.values():
+            for offset in [o for o, w in held.items()
+                           if w.acked_at is not None
+                           and now - w.acked_at > UNDECIDED_AFTER_SECONDS]:
+                del held[offset]
         rows: list[ProbeWindow] = []
         for key in sorted(k for k in self._tallies if k[1] < closing):
             broker, window = key

@@ -35,6 +35,7 @@ class ProbeTopic:
     name: str
     preferred: dict[int, int]
     leaders: dict[int, int]
+    replication_factor: int
 
 
 def ring_assignment(brokers: Sequence[int], replication_factor: int,
@@ -64,7 +65,8 @@ def describe(admin: Any, topic: str, timeout: float) -> tuple[list[int], ProbeTo
         return brokers, None
     preferred = {p: part.replicas[0] for p, part in meta.partitions.items() if part.replicas}
     leaders = {p: part.leader for p, part in meta.partitions.items()}
-    return brokers, ProbeTopic(topic, preferred, leaders)
+    copies = max((len(part.replicas) for part in meta.partitions.values()), default=1)
+    return brokers, ProbeTopic(topic, preferred, leaders, copies)
 
 
 def ensure_probe_topic(admin: Any, topic: str, replication_factor: int, retention_ms: int,
@@ -93,9 +95,10 @@ def ensure_probe_topic(admin: Any, topic: str, replication_factor: int, retentio
     missing = [b for b in brokers if b not in set(found.preferred.values())]
     if missing:
         total = len(found.preferred) + len(missing)
+        # as many replicas as the topic has (Kafka refuses a partition with another count)
         futures = admin.create_partitions(
             [NewPartitions(topic, total, replica_assignment=ring_assignment(
-                brokers, replication_factor, missing))], request_timeout=timeout)
+                brokers, found.replication_factor, missing))], request_timeout=timeout)
         futures[topic].result(timeout=timeout + 5)
         LOG.info("probe: topic %s gets a partition led by each new broker %s", topic, missing)
         return _settled(admin, topic, timeout)

@@ -612,6 +612,85 @@ class MetadataConfig:
         return dict(self.clusters) if self.enabled else {}
 
 
+@dataclass(config=SECTION)
+class ProbeConfig:
+    """The durability probe (streaming/clients/probe.py): acks=all writes through every
+    broker of each watched cluster, read back. It reaches a cluster with that cluster's
+    client settings under metadata.clusters, and needs Create, Describe, Write and Read on
+    its topic, Alter on it to spread its leaders, and Describe on the cluster."""
+
+    enabled: Flag = Field(False, description="write and read back the probe's records on the "
+                          "watched clusters")
+    clusters: list[Text] = Field(default_factory=list, description="which of metadata.clusters "
+                                 "to probe (empty: all of them)")
+    topic: Text = Field("kafka-health-probe", description="the probe topic, created when "
+                        "missing (replication factor min(3, brokers), min.insync.replicas 2, "
+                        "unclean leader election off, a partition led by every broker)")
+    interval_seconds: Number = Field(5.0, description="seconds between two writes to each "
+                                     "partition of the probe topic")
+    window_seconds: Number = Field(60.0, description="the windows its writes are counted in "
+                                   "(probe_windows, the probe's series)")
+    timeout_seconds: Number = Field(10.0, description="a write not acked within it fails "
+                                    "(librdkafka's delivery timeout)")
+    retention_ms: Whole = Field(3_600_000, description="retention.ms of the probe topic")
+    topic_check_seconds: Number = Field(60.0, description="seconds between checks that every "
+                                        "broker leads a partition of the probe topic")
+
+    @model_validator(mode="after")
+    def _check(self) -> ProbeConfig:
+        problems = [(name, "must be > 0 seconds") for name in
+                    ("interval_seconds", "window_seconds", "timeout_seconds",
+                     "topic_check_seconds") if not getattr(self, name) > 0]
+        if self.retention_ms < 60_000:
+            problems.append(("retention_ms", "must be >= 60000 (the probe reads its records "
+                             "back within seconds, but a minute of them helps a diagnosis)"))
+        if not self.topic.strip():
+            problems.append(("topic", "required"))
+        if problems:
+            raise Problems(*problems)
+        return self
+
+
+@dataclass(config=SECTION)
+class ConsumerGroupsConfig:
+    """Consumer groups' lag, status and loss to retention (streaming/clients/groups.py),
+    read through the Admin API of each watched cluster with the client settings under
+    metadata.clusters; needs Describe on the groups and the topics they commit."""
+
+    enabled: Flag = Field(False, description="read the watched clusters' consumer groups")
+    clusters: list[Text] = Field(default_factory=list, description="which of metadata.clusters "
+                                 "to read (empty: all of them)")
+    interval_seconds: Number = Field(30.0, description="how often each cluster's groups are read")
+    timeout_seconds: Number = Field(10.0, description="each Admin API request's timeout")
+    include: list[Text] = Field(default_factory=lambda: [".*"], description="regexes; a group "
+                                "whose whole name matches one is read")
+    exclude: list[Text] = Field(default_factory=lambda: ["kafka-health-.*"],
+                                description="regexes; a group whose whole name matches one is "
+                                "not read (wins over include)")
+    max_partitions: Whole = Field(10_000, description="group-partitions read per poll at most "
+                                  "(the groups in name order; the rest are counted in "
+                                  "kafka_health_consumer_group_partitions_left_out)")
+    window_polls: Whole = Field(10, description="polls a status is judged over (stalled: the "
+                                "committed offset stayed this many polls while records came)")
+
+    @model_validator(mode="after")
+    def _check(self) -> ConsumerGroupsConfig:
+        problems = [(name, "must be > 0 seconds") for name in
+                    ("interval_seconds", "timeout_seconds") if not getattr(self, name) > 0]
+        if self.timeout_seconds >= self.interval_seconds > 0:
+            problems.append(("timeout_seconds", "must be below interval_seconds"))
+        if self.max_partitions < 1:
+            problems.append(("max_partitions", "must be >= 1"))
+        if self.window_polls < 2:
+            problems.append(("window_polls", "must be >= 2 (a status compares polls)"))
+        for key in ("include", "exclude"):
+            problems += [(f"{key}[{i}]", text) for i, pattern in enumerate(getattr(self, key))
+                         if (text := regex_problem(pattern))]
+        if problems:
+            raise Problems(*problems)
+        return self
+
+
 def _section(cls: type) -> Any:
     return Annotated[cls, BeforeValidator(_empty_is_default)]
 
@@ -642,13 +721,39 @@ class Config:
     metadata: _section(MetadataConfig) = Field(  # type: ignore[valid-type]
         default_factory=MetadataConfig, description="the Admin API poller of each watched "
         "cluster")
+    probe: _section(ProbeConfig) = Field(  # type: ignore[valid-type]
+        default_factory=ProbeConfig, description="the acks=all durability probe of the watched "
+        "clusters")
+    consumer_groups: _section(ConsumerGroupsConfig) = Field(  # type: ignore[valid-type]
+        default_factory=ConsumerGroupsConfig, description="consumer groups' lag, status and "
+        "loss to retention on the watched clusters")
 
     @model_validator(mode="after")
     def _check(self) -> Config:
-        problems = headroom_problems(self.clusters)
+        problems = [(f"clusters.{name}", text) for name, text in
+                    headroom_problems(self.clusters)]
+        for section in ("probe", "consumer_groups"):
+            chosen = getattr(self, section)
+            if not chosen.enabled:
+                continue
+            if not self.metadata.clusters:
+                problems.append((f"{section}.enabled", "needs the watched clusters' client "
+                                 "settings under metadata.clusters (metadata.enabled may stay "
+                                 "false)"))
+            problems += [(f"{section}.clusters", f"{name!r} is not under metadata.clusters")
+                         for name in chosen.clusters if name not in self.metadata.clusters]
         if problems:
-            raise Problems(*[(f"clusters.{name}", text) for name, text in problems])
+            raise Problems(*problems)
         return self
+
+    def client_clusters(self, section: str) -> dict[str, MetadataClusterConfig]:
+        """The watched clusters the `probe` or `consumer_groups` section reaches: none
+        unless enabled; its `clusters`, or every one under metadata.clusters."""
+        chosen = getattr(self, section)
+        if not chosen.enabled:
+            return {}
+        names = chosen.clusters or list(self.metadata.clusters)
+        return {name: self.metadata.clusters[name] for name in names}
 
     def secret_refs(self) -> dict[str, SecretRef]:
         """Every secret reference in the config by its dotted key, plus the push's CA file:
@@ -657,7 +762,9 @@ class Config:
         refs.update({f"delta.storage_secrets.{key}": ref
                      for key, ref in self.delta.storage_secrets.items()})
         refs.update({f"metadata.clusters.{name}.secrets.{key}": ref
-                     for name, cluster in self.metadata.polled().items()
+                     for name, cluster in {**self.metadata.polled(),
+                                           **self.client_clusters("probe"),
+                                           **self.client_clusters("consumer_groups")}.items()
                      for key, ref in cluster.secrets.items()})
         push = self.alert_push
         for name in ("password", "bearer_token"):

@@ -10,7 +10,6 @@ error class that no longer applies, disappears instead of lingering.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -25,35 +24,17 @@ if TYPE_CHECKING:  # the exporter imports the config, which may import this pack
     from streaming.exporter import Exporter
 
 
-def _replace(exporter: Exporter, name: str, cluster: str,
-             values: Mapping[tuple[str, ...], float]) -> None:
-    """Make `values` (labels after `cluster` -> value) the cluster's only series of the
-    gauge: set them, remove the cluster's others."""
-    gauge = exporter.gauges[name]
-    labelnames = exporter.labelnames[name]
-    held = set()
-    for family in gauge.collect():
-        for sample in family.samples:
-            if sample.labels.get("cluster") == cluster:
-                held.add(tuple(sample.labels[n] for n in labelnames[1:]))
-    for rest in held - set(values):
-        with contextlib.suppress(KeyError):  # the exporter's TTL may have dropped it
-            gauge.remove(cluster, *rest)
-    for rest, value in values.items():
-        gauge.labels(cluster, *rest).set(value)
-
-
 def export_health(exporter: Exporter, health: PollerHealth) -> None:
     """up 1/0 after the latest attempt, the time of the latest success, and while failing
     the error class (kafka_health_metadata_error = 1 for that class only)."""
     if health.up is None:
         return
     cluster = health.cluster
-    _replace(exporter, metric.METADATA_UP, cluster, {(): 1.0 if health.up else 0.0})
+    exporter.replace_series(metric.METADATA_UP, cluster, {(): 1.0 if health.up else 0.0})
     if health.last_success_at is not None:
-        _replace(exporter, metric.METADATA_LAST_SUCCESS_TIMESTAMP_SECONDS, cluster,
+        exporter.replace_series(metric.METADATA_LAST_SUCCESS_TIMESTAMP_SECONDS, cluster,
                  {(): health.last_success_at.timestamp()})
-    _replace(exporter, metric.METADATA_ERROR, cluster, {} if health.up or health.error is None
+    exporter.replace_series(metric.METADATA_ERROR, cluster, {} if health.up or health.error is None
              else {(health.error,): 1.0})
 
 
@@ -63,7 +44,7 @@ def export_findings(exporter: Exporter, cluster: str, findings: Iterable[Mapping
     counts = {(rule,): 0.0 for rule in rules}
     for finding in findings:
         counts[(finding["rule"],)] = counts.get((finding["rule"],), 0.0) + 1.0
-    _replace(exporter, metric.DURABILITY_AUDIT_FINDINGS, cluster, counts)
+    exporter.replace_series(metric.DURABILITY_AUDIT_FINDINGS, cluster, counts)
 
 
 def export_causes(exporter: Exporter, snapshot: ClusterSnapshot, top_n: int = 3) -> None:
@@ -72,14 +53,14 @@ def export_causes(exporter: Exporter, snapshot: ClusterSnapshot, top_n: int = 3)
     values = {(kind, str(broker)): float(count)
               for kind, ranked in top_brokers_by_kind(snapshot, top_n).items()
               for broker, count in ranked}
-    _replace(exporter, metric.METADATA_CAUSE_BROKER_PARTITIONS, snapshot.cluster, values)
+    exporter.replace_series(metric.METADATA_CAUSE_BROKER_PARTITIONS, snapshot.cluster, values)
 
 
 def export_cause_info(exporter: Exporter, view: CauseView) -> None:
     """One series per (kind, leader) with brokers to blame, the blame as its `cause` label
     (value 1), read by the alert rules' annotations; a cause that cleared, or whose text
     changed, loses its series. At most one series per leader and kind, never per partition."""
-    _replace(exporter, metric.METADATA_CAUSE_INFO, view.cluster,
+    exporter.replace_series(metric.METADATA_CAUSE_INFO, view.cluster,
              {(kind, leader, blame): 1.0 for (leader, kind), blame in view.blame.items()})
 
 

@@ -10,10 +10,12 @@ from streaming.sinks.base import DeltaSink
 from streaming.sinks.engines import open_table
 
 LOG = logging.getLogger("kafka_health.tables")
-# Written by the Admin API pollers (streaming.metadata) in transactions of their own, and
+# Written by the Admin API pollers (streaming.metadata) and the watched clusters' clients
+# (streaming.clients) in transactions of their own, and
 # only when the job polls: opened here for compaction, never created here, so a missing
 # table still says "not polled" (the report tells that apart from "no findings").
-POLLER_TABLES = ("cluster_metadata", "durability_audit")
+POLLER_TABLES = ("cluster_metadata", "durability_audit", "probe_windows", "probe_losses",
+                 "consumer_group_status", "consumer_group_losses")
 TABLES = ("bronze", "quarantine", "broker_signals", "cluster_signals", "incidents", "dq_results",
           "partition_headroom", *POLLER_TABLES)
 

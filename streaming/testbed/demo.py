@@ -398,8 +398,8 @@ def demo_config(args: argparse.Namespace, bootstrap: str, data: Path,
                 watched: str | None = None) -> Config:
     """The demo's config: --config if given, the environment's overrides, then the demo's
     own keys (the metrics topic, the data folder, the /metrics port) on top; with `watched`
-    (the watched cluster's bootstrap; a simulated one has none) the Admin API poller of
-    that cluster too."""
+    (the watched cluster's bootstrap; a simulated one has none) the Admin API poller, the
+    durability probe and the consumer-group poller of that cluster too."""
     environ = {
         **os.environ,
         "KAFKA_HEALTH__SOURCE__BOOTSTRAP_SERVERS": bootstrap,
@@ -416,6 +416,11 @@ def demo_config(args: argparse.Namespace, bootstrap: str, data: Path,
             "KAFKA_HEALTH__METADATA__TIMEOUT_SECONDS": str(DEMO_METADATA_TIMEOUT),
             "KAFKA_HEALTH__METADATA__CLUSTERS": json.dumps(
                 {args.cluster: {"bootstrap_servers": watched}}),
+            "KAFKA_HEALTH__PROBE__ENABLED": "true",
+            "KAFKA_HEALTH__PROBE__WINDOW_SECONDS": "10",
+            "KAFKA_HEALTH__CONSUMER_GROUPS__ENABLED": "true",
+            "KAFKA_HEALTH__CONSUMER_GROUPS__INTERVAL_SECONDS": str(DEMO_METADATA_INTERVAL),
+            "KAFKA_HEALTH__CONSUMER_GROUPS__TIMEOUT_SECONDS": str(DEMO_METADATA_TIMEOUT),
         })
     return load_config(args.config, environ=environ)
 

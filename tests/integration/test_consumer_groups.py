@@ -1,7 +1,8 @@
 """Consumer groups on a real broker (the suite's metrics broker): a group that stops
 reading a topic with short retention loses, per partition, exactly the log start minus its
-committed offset once Kafka deletes the segments; a group that keeps up, a compacted topic's group and a group
-that never committed lose nothing.
+committed offset once Kafka deletes the segments; a group that keeps up, a compacted
+topic's group and a group that never committed lose nothing. Each poll goes the job's way
+(the poller's read, the service's Delta tables and /metrics series).
 
 The truth is read by the test through the consumer's API (committed offsets of the group,
 low watermarks), not the Admin API calls the poller makes.
@@ -12,14 +13,21 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
+from deltalake import DeltaTable
 
-from streaming.clients.group_status import GroupEvaluator, PartitionStatus, RetentionLoss
-from streaming.clients.groups import GroupSettings, read_groups
+from streaming.clients.group_poller import GroupPoller
+from streaming.clients.group_status import PartitionStatus, RetentionLoss
+from streaming.clients.groups import GroupSettings
+from streaming.clients.service import ClientsService
+from streaming.clients.store import ClientsStore
+from streaming.config import load_config
+from streaming.exporter import Exporter
 from streaming.testbed.kafka import create_topic
 from tests.conftest import wait_for
 
@@ -69,8 +77,12 @@ def _truth(bootstrap: str, group: str, topic: str) -> dict[int, tuple[int, int]]
         consumer.close()
 
 
+def _sample(exporter: Exporter, name: str, **labels: str) -> float | None:
+    return exporter.registry.get_sample_value(name, labels)
+
+
 def test_a_stopped_group_loses_what_retention_deleted_and_nobody_else_does(
-        broker: Any) -> None:
+        broker: Any, tmp_path: Path) -> None:
     bootstrap = broker.bootstrap
     create_topic(bootstrap, RETAINED, partitions=PARTITIONS, replication=1,
                  config={"retention.ms": "3000", "segment.ms": "1000"})
@@ -94,18 +106,25 @@ def test_a_stopped_group_loses_what_retention_deleted_and_nobody_else_does(
     writer = threading.Thread(target=produce, daemon=True)
     writer.start()
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    evaluator = GroupEvaluator("watched", window=3)
-    settings = GroupSettings(include=(f"{RUN}.*",))
-    policies: dict[str, str] = {}
+    config = load_config(None, environ={
+        "KAFKA_HEALTH__METADATA__CLUSTERS": f'{{"watched": {{"bootstrap_servers": "{bootstrap}"}}}}',
+        "KAFKA_HEALTH__CONSUMER_GROUPS__ENABLED": "true",
+        "KAFKA_HEALTH__CONSUMER_GROUPS__INCLUDE": f'["{RUN}.*"]'})
+    exporter = Exporter()
+    service = ClientsService(config, exporter)
+    service.store = ClientsStore(str(tmp_path), "test-groups")
+    poller = GroupPoller("watched", {"bootstrap.servers": bootstrap},
+                         GroupSettings(include=(f"{RUN}.*",), window_polls=3), 30, 10,
+                         service.record_groups)
     last: dict[tuple[str, str, int], PartitionStatus] = {}
     losses: list[RetentionLoss] = []
 
     def poll() -> None:
-        found = read_groups(admin, settings, 10, policies)
-        statuses, grown = evaluator.evaluate(found.offsets, found.states, found.compacted,
-                                             time.time())
-        last.update({(s.group, s.topic, s.partition): s for s in statuses})
-        losses.extend(grown)
+        read = poller.poll_once(admin)
+        assert read.up, read.error
+        service.record_groups(read)
+        last.update({(s.group, s.topic, s.partition): s for s in read.statuses})
+        losses.extend(read.losses)
 
     keeper = _consume(bootstrap, KEEPS_UP, RETAINED, 20, commit=True)
     try:
@@ -160,3 +179,19 @@ def test_a_stopped_group_loses_what_retention_deleted_and_nobody_else_does(
     assert all(s == "ok" for k, s in others.items() if k[0] == KEEPS_UP), others
     assert all(s == "stopped" for k, s in others.items()
                if k[0] == COMPACTED_STOPS and last[k].lag_records > 0), others
+
+    # the job's view of the same polls: the episodes in Delta, the series on /metrics
+    lost = sum(log_start - committed for committed, log_start in truth.values())
+    stored = DeltaTable(str(tmp_path / "consumer_group_losses")).to_pyarrow_table().to_pylist()
+    assert {(r["group"], r["partition"]): r["lost"] for r in stored
+            if r["committed"] == truth[r["partition"]][0]} == {
+        (STOPS, p): log_start - committed for p, (committed, log_start) in truth.items()}
+    assert _sample(exporter, "kafka_health_consumer_group_lost_to_retention_records_total",
+                   cluster="watched", group=STOPS, topic=RETAINED) == lost
+    assert _sample(exporter, "kafka_health_consumer_group_status", cluster="watched",
+                   group=STOPS, topic=RETAINED, status="error") == 1
+    assert _sample(exporter, "kafka_health_consumer_group_status", cluster="watched",
+                   group=KEEPS_UP, topic=RETAINED, status="ok") == 1
+    assert _sample(exporter, "kafka_health_consumer_groups_up", cluster="watched") == 1
+    polled = DeltaTable(str(tmp_path / "consumer_group_status")).to_pyarrow_table()
+    assert set(polled.column("group").to_pylist()) == {STOPS, KEEPS_UP, COMPACTED_STOPS}

@@ -11,18 +11,19 @@ broker 2's none.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections import defaultdict
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 
 from streaming.clients.probe import DurabilityProbe, ProbeSettings
 from streaming.clients.probe_ledger import Loss, ProbeWindow, error_class
 from streaming.testbed import faults
-from streaming.testbed.kafka import KafkaCluster
+from streaming.testbed.kafka import KafkaCluster, create_topic
 from tests.conftest import wait_for
 from tests.real_kafka.conftest import restore
 
@@ -164,3 +165,86 @@ def test_two_replicas_down_fail_the_probes_writes_through_that_leader_as_the_tru
                 w.window_start.timestamp() < fault_end - WINDOW]
     assert stable_3 and all(w.acked == 0 for w in stable_3), stable_3
     assert not losses and sum(w.lost for w in windows) == 0, losses
+
+
+LOSSY = "probe-lossy"
+
+
+class AckWatchingProbe(DurabilityProbe):
+    """The probe, with the delivery reports Kafka sent it kept aside by the test: which
+    sequence numbers Kafka acked, the truth the probe's loss count must equal."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.acked_by_kafka: dict[int, set[int]] = defaultdict(set)
+
+    def delivered(self, partition: int, sequence: int, error: str | None,
+                  offset: int | None) -> None:
+        if error is None:
+            self.acked_by_kafka[partition].add(sequence)
+        super().delivered(partition, sequence, error, offset)
+
+
+def _readable(bootstrap: str, run: str, partition: int) -> set[int]:
+    """The sequence numbers of `run` in the partition's log now, read from its start by a
+    consumer of the test's own."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"truth-{run}",
+                         "enable.auto.commit": False, "enable.partition.eof": True})
+    consumer.assign([TopicPartition(LOSSY, partition, OFFSET_BEGINNING)])
+    found: set[int] = set()
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            message = consumer.poll(1)
+            if message is None:
+                continue
+            if message.error() is not None:
+                if message.error().code() == KafkaError._PARTITION_EOF:
+                    return found
+                continue
+            body = json.loads(message.value())
+            if body.get("run") == run:
+                found.add(body["seq"])
+        raise AssertionError("the truth consumer did not reach the partition's end")
+    finally:
+        consumer.close()
+
+
+def test_acked_records_an_unclean_election_truncates_are_the_probes_losses_exactly(
+        cluster: KafkaCluster) -> None:
+    # the lossy topic, as the test makes it: leader 4, follower 5, min ISR 1, unclean on;
+    # the probe adds a partition for every other broker and writes to all of them
+    create_topic(cluster.bootstrap, LOSSY, config={
+        "min.insync.replicas": "1", "unclean.leader.election.enable": "true"},
+        assignment=[[4, 5]])
+    losses: list[Loss] = []
+    probe = AckWatchingProbe("watched", {"bootstrap.servers": cluster.bootstrap},
+                             ProbeSettings(topic=LOSSY, interval_seconds=INTERVAL,
+                                           window_seconds=WINDOW, timeout_seconds=TIMEOUT),
+                             on_close=lambda rows, lost: losses.extend(lost)).start()
+    try:
+        wait_for(lambda: len(probe.acked_by_kafka[0]) >= 5, 90, "acked writes to partition 0")
+
+        def acked_by_the_leader_alone() -> None:
+            alone = len(probe.acked_by_kafka[0])
+            wait_for(lambda: len(probe.acked_by_kafka[0]) >= alone + 8, 60,
+                     "writes acked by broker 4 alone")
+        faults.unclean_election(cluster, LOSSY, leader=4, follower=5,
+                                produce=acked_by_the_leader_alone)
+        before = max(probe.acked_by_kafka[0])
+        readable = wait_for(lambda: (found := _readable(cluster.bootstrap, probe.run_id, 0))
+                            and max(found) > before and found, 60,
+                            "a record written through the new leader read back")
+        expected = {s for s in probe.acked_by_kafka[0] if s <= before} - readable
+        assert expected, "the unclean election must truncate acked records"
+        wait_for(lambda: {x.sequence for x in losses if x.partition == 0} >= expected, 60,
+                 "the probe finding every loss")
+        time.sleep(2 * INTERVAL)
+    finally:
+        probe.stop()
+    found = {x.sequence for x in losses if x.partition == 0}
+    assert found == expected, (sorted(found), sorted(expected))
+    assert {x.broker for x in losses if x.partition == 0} == {"4"}, losses
+    assert not [x for x in losses if x.partition != 0], losses
+    print(f"\nprobe: {len(found)} acked records lost to the unclean election, the same "
+          f"sequence numbers the test could not read back")

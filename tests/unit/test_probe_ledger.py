@@ -39,11 +39,28 @@ def test_an_acked_record_not_read_while_a_later_one_is_is_lost() -> None:
         book.sent(0, seq, "3", 100.0 + seq)
         book.acked(0, seq, 40 + seq, 100.2 + seq)
     book.read(0, 0, 40, 101.0)
+    book.read(0, 2, 42, 102.5)  # 1 was not in the log the consumer read
+    book.sent(0, 4, "3", 104.0)
+    book.acked(0, 4, 44, 104.1)
+    assert book.close(104.2)[1][0].sequence == 1
+    assert book.close(105.0)[1] == []  # 3 and 4: nothing after them read yet, late only
+    book.read(0, 4, 44, 125.0)
+    rows, losses = book.close(140.0)
+    assert [(x.sequence, x.offset, x.broker, x.found_after_offset) for x in losses] == [
+        (3, 43, "3", 44)]
+    lost = {(r.broker, r.window_start.timestamp()): r.lost for r in rows if r.lost}
+    assert lost == {("3", 100.0): 1, ("3", 120.0): 1}  # counted when found
+
+
+def test_an_offset_acked_again_for_a_later_record_loses_what_was_acked_from_it_on() -> None:
+    book = ledger()
+    for seq in range(4):
+        book.sent(0, seq, "3", 100.0 + seq)
+        book.acked(0, seq, 40 + seq, 100.2 + seq)
+    book.read(0, 0, 40, 101.0)
     # an unclean election truncated offsets 41-43; the new leader writes seq 4 at offset 41
     book.sent(0, 4, "2", 120.0)
     book.acked(0, 4, 41, 120.1)
-    assert book.close(121.0)[1] == []  # nothing after 1-3 read yet: late, not lost
-    book.read(0, 4, 41, 125.0)
     rows, losses = book.close(140.0)
     assert [(x.sequence, x.offset, x.broker, x.found_after_offset) for x in losses] == [
         (1, 41, "3", 41), (2, 42, "3", 41), (3, 43, "3", 41)]
@@ -82,3 +99,22 @@ def test_failed_writes_are_not_lost_and_errors_fold_into_bounded_classes() -> No
     rows, losses = book.close(120.0)
     assert losses == [] and rows[0].failed_by_class == {"timeout": 1}
     assert error_class("SOMETHING_NEW") == "other"
+
+
+def test_records_read_then_truncated_are_lost_when_their_offsets_hold_later_records() -> None:
+    book = ledger()
+    for seq in range(5):
+        book.sent(0, seq, "4", 100.0 + seq)
+        book.acked(0, seq, 20 + seq, 100.1 + seq)
+        book.read(0, seq, 20 + seq, 100.2 + seq)  # read from the old leader, then gone
+    # the new leader's log ends at offset 22: its first write is acked at offset 22
+    book.sent(0, 5, "5", 120.0)
+    book.acked(0, 5, 22, 120.1)
+    losses = book.close(121.0)[1]
+    assert [(x.sequence, x.offset, x.broker) for x in losses] == [
+        (2, 22, "4"), (3, 23, "4"), (4, 24, "4")]
+    book.read(0, 5, 22, 121.5)  # the read of the same record finds nothing more
+    book.sent(0, 6, "5", 122.0)
+    book.acked(0, 6, 23, 122.1)
+    book.read(0, 6, 23, 122.2)
+    assert book.close(200.0)[1] == []
