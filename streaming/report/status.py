@@ -9,7 +9,13 @@ Three answers an on-call engineer wants before anything else:
   broker's newest ``broker_signals`` window, so a broker counts as stale here exactly when
   the job would call it so (silent for longer than stale_after_intervals scrapes while its
   cluster's peers reported), and whether a stale_broker incident is open for it;
-* the lowest partition headroom per cluster (``partition_headroom``, newest row per broker).
+* the lowest partition headroom per cluster (``partition_headroom``, newest row per broker);
+* the clients' truth, where the job runs them (config ``probe`` and ``consumer_groups``):
+  brokers whose acks=all probe writes failed or were lost in the last
+  ``CLIENTS_LOOK_BACK`` (``probe_windows``), and consumer groups whose newest status is not
+  ok or that lost records to retention in that time (``consumer_group_status`` and
+  ``consumer_group_losses``). Their tables are missing when the job does not run them:
+  that is said, and is no unknown.
 
 A table that is missing or unreadable is a note, never a crash: status is what one runs
 when something is already wrong. Nor is it an all-clear: the section it feeds reads
@@ -23,7 +29,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import asdict, dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +54,9 @@ from streaming.text import shown, text_table
 # The newest window older than this (beyond the stale threshold) is said to be old: the
 # job writes a window's signals within a minute or two of its end.
 OLD_AFTER_SECONDS = 600.0
+# How far back the clients' sections look: a probe failure or a group's loss this recent is
+# news to whoever is on call.
+CLIENTS_LOOK_BACK = timedelta(minutes=15)
 
 
 @dataclass
@@ -56,6 +65,9 @@ class Status:
     open_incidents: list[dict[str, Any]] | None = field(default_factory=list)
     stale_brokers: list[dict[str, Any]] | None = field(default_factory=list)
     lowest_headroom: list[dict[str, Any]] | None = field(default_factory=list)
+    # None: not run by the job (its table missing), or unreadable (then also a note)
+    probe_failing: list[dict[str, Any]] | None = None
+    groups_in_trouble: list[dict[str, Any]] | None = None
     # the end of the newest broker_signals window, and its age when read
     newest_window_end: str | None = None
     newest_window_age_seconds: float | None = None
@@ -101,7 +113,66 @@ def read_status(delta_root: str | Path, cluster: str | None = None,
                 utc(now) - newest.to_pydatetime()).total_seconds()
     status.stale_brokers = _stale(latest, stale_after_seconds, stale_open, status)
     status.lowest_headroom = _lowest_headroom(delta_root, cluster, status)
+    since = utc(now) - CLIENTS_LOOK_BACK
+    status.probe_failing = _probe_failing(delta_root, cluster, since, status)
+    status.groups_in_trouble = _groups_in_trouble(delta_root, cluster, since, status)
     return status
+
+
+def _clients_table(delta_root: str | Path, table: str, cluster: str | None,
+                   where: pc.Expression, status: Status) -> pd.DataFrame | None:
+    read = read_table(delta_root, table, filter=where, cluster=cluster)
+    if read.status == "error":
+        status.notes.append(read.why_empty())
+    return read.frame if read.status in ("ok", "empty") else None
+
+
+def _probe_failing(delta_root: str | Path, cluster: str | None, since: datetime,
+                   status: Status) -> list[dict[str, Any]] | None:
+    """Per cluster and broker, the probe's writes of the look-back where any failed or was
+    lost (none listed: every write through every broker acked and read back)."""
+    frame = _clients_table(delta_root, "probe_windows", cluster,
+                           pads.field("window_start") >= pa.scalar(since), status)
+    if frame is None:
+        return None
+    if frame.empty:
+        return []
+    sums = frame.groupby(["cluster", "broker"], as_index=False)[
+        ["attempted", "acked", "failed", "lost"]].sum()
+    sums = sort_brokers(sums[(sums.failed > 0) | (sums.lost > 0)])
+    return [{"cluster": r.cluster, "broker": r.broker, "attempted": int(r.attempted),
+             "failed": int(r.failed), "lost": int(r.lost),
+             "availability": (None if r.acked + r.failed == 0
+                              else float(r.acked) / float(r.acked + r.failed))}
+            for r in sums.itertuples()]
+
+
+def _groups_in_trouble(delta_root: str | Path, cluster: str | None, since: datetime,
+                       status: Status) -> list[dict[str, Any]] | None:
+    """Each group and topic whose newest status is not ok, or that lost records to
+    retention in the look-back (its loss summed over the episodes seen then)."""
+    polled = _clients_table(delta_root, "consumer_group_status", cluster,
+                            pads.field("polled_at") >= pa.scalar(since), status)
+    if polled is None:
+        return None
+    lost = _clients_table(delta_root, "consumer_group_losses", cluster,
+                          pads.field("last_seen") >= pa.scalar(since), status)
+    found: dict[tuple[str, str, str], dict[str, Any]] = {}
+    if not polled.empty:
+        newest = polled.sort_values("polled_at").groupby(
+            ["cluster", "group", "topic"], as_index=False).last()
+        for r in newest[newest.status != "ok"].itertuples():
+            found[(r.cluster, r.group, r.topic)] = {
+                "cluster": r.cluster, "group": r.group, "topic": r.topic, "status": r.status,
+                "lag_records": int(r.lag_records), "lag_seconds": _number(r.lag_seconds),
+                "lost_to_retention": 0}
+    if lost is not None and not lost.empty:
+        for (c, g, t), rows in lost.groupby(["cluster", "group", "topic"]):
+            row = found.setdefault((c, g, t), {
+                "cluster": c, "group": g, "topic": t, "status": "-", "lag_records": None,
+                "lag_seconds": None, "lost_to_retention": 0})
+            row["lost_to_retention"] = int(rows["lost"].sum())
+    return [found[k] for k in sorted(found)]
 
 
 def _stale(latest: TableRead, stale_after_seconds: float,
@@ -227,9 +298,42 @@ def format_status(status: Status, stale_after_seconds: float) -> str:
               "-" if h["days_to_ceiling"] is None else f"{h['days_to_ceiling']:,.1f}",
               _when(h["evaluated_at"])] for h in status.lowest_headroom],
             left={"cluster", "broker", "bound", "evaluated"}))
+    out += _clients_sections(status)
     if status.notes:
         out += ["", *status.notes]
     return "\n".join(out)
+
+
+def _clients_sections(status: Status) -> list[str]:
+    look_back = f"{CLIENTS_LOOK_BACK.total_seconds() / 60:.0f} min"
+    out = [""]
+    if status.probe_failing is None:
+        out.append("Durability probe: not run (config probe.enabled)")
+    else:
+        out.append(f"Durability probe, brokers with failed or lost writes in the last "
+                   f"{look_back}: {_heading(status.probe_failing)}")
+        if status.probe_failing:
+            out.append(text_table(
+                ["cluster", "broker", "writes", "failed", "lost", "availability"],
+                [[shown(p["cluster"]), shown(p["broker"]), _count(p["attempted"]),
+                  _count(p["failed"]), _count(p["lost"]),
+                  "-" if p["availability"] is None else f"{100 * p['availability']:.1f}%"]
+                 for p in status.probe_failing],
+                left={"cluster", "broker"}))
+    out.append("")
+    if status.groups_in_trouble is None:
+        out.append("Consumer groups: not read (config consumer_groups.enabled)")
+    else:
+        out.append(f"Consumer groups not ok, or losing records to retention in the last "
+                   f"{look_back}: {_heading(status.groups_in_trouble)}")
+        if status.groups_in_trouble:
+            out.append(text_table(
+                ["cluster", "group", "topic", "status", "lag", "lag s", "lost to retention"],
+                [[shown(g["cluster"]), shown(g["group"]), shown(g["topic"]), g["status"],
+                  _count(g["lag_records"]), _count(g["lag_seconds"]),
+                  _count(g["lost_to_retention"])] for g in status.groups_in_trouble],
+                left={"cluster", "group", "topic", "status"}))
+    return out
 
 
 def _when(iso: str | None) -> str:
