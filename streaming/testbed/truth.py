@@ -11,15 +11,22 @@ min.insync.replicas. From those, the broker-level numbers Kafka's own gauges mea
 - the active controller (asked on demand by the fault injector, not sampled): the KRaft
   quorum's leader, from Kafka's own MetadataQuorumCommand (the Admin API's
   describeMetadataQuorum; librdkafka has no such call, and its describe_cluster names a
-  random broker as "controller" under KRaft).
+  random broker as "controller" under KRaft);
+- the controller's own view (the brokers it fenced, its elections by kind: unclean, from
+  the eligible leader replicas, of new active controllers), read from the controllers'
+  beans over Jolokia on demand, where the Admin API has no call for it; and a topic's
+  partitions as Kafka's TopicCommand describes them (with the eligible leader replicas,
+  which librdkafka does not show).
 """
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import threading
 import time
+import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -204,3 +211,64 @@ class TruthSampler:
     def windows_with(self, predicate, window_seconds: int) -> set[float]:  # noqa: ANN001
         """Window starts in which any sample satisfied predicate(snapshot)."""
         return {s.ts // window_seconds * window_seconds for s in self.snapshots if predicate(s)}
+
+
+# The controller's own view and counters, as each KRaft controller exposes them over JMX
+# (null on broker-only nodes): what the test bed's faults are judged against where the
+# Admin API has no call (which brokers the controller fenced; its elections by kind).
+CONTROLLER_BEANS = {
+    "active": ("kafka.controller:type=KafkaController,name=ActiveControllerCount", "Value"),
+    "fenced": ("kafka.controller:type=KafkaController,name=FencedBrokerCount", "Value"),
+    "active_brokers": ("kafka.controller:type=KafkaController,name=ActiveBrokerCount", "Value"),
+    "new_active_controllers": (
+        "kafka.controller:type=KafkaController,name=NewActiveControllersCount", "Value"),
+    "heartbeat_timeouts": (
+        "kafka.controller:type=KafkaController,name=TimedOutBrokerHeartbeatCount", "Value"),
+    "elr_elections": (
+        "kafka.controller:type=ControllerStats,name=ElectionFromEligibleLeaderReplicasPerSec",
+        "Count"),
+    "unclean_elections": (
+        "kafka.controller:type=ControllerStats,name=UncleanLeaderElectionsPerSec", "Count"),
+}
+
+
+def controller_view(jolokia_urls: Mapping[int, str], timeout: float = 2.0
+                    ) -> dict[int, dict[str, float]]:
+    """Per controller node that answers within `timeout`: CONTROLLER_BEANS' values, read
+    in one Jolokia bulk request. A node that does not answer (down, frozen) is left out."""
+    body = json.dumps([{"type": "read", "mbean": mbean, "attribute": attribute}
+                       for mbean, attribute in CONTROLLER_BEANS.values()]).encode()
+    out: dict[int, dict[str, float]] = {}
+    for node, url in jolokia_urls.items():
+        request = urllib.request.Request(url, data=body,
+                                         headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310
+                replies = json.loads(response.read())
+        except (OSError, ValueError):
+            continue
+        values = {name: reply.get("value") for name, reply in zip(CONTROLLER_BEANS, replies,
+                                                                  strict=True)}
+        if all(isinstance(v, (int, float)) for v in values.values()):
+            out[node] = {name: float(v) for name, v in values.items()}
+    return out
+
+
+def active_view(view: Mapping[int, Mapping[str, float]]) -> tuple[int, Mapping[str, float]] | None:
+    """The active controller's entry of a `controller_view` (ActiveControllerCount 1), or
+    None while no node claims it."""
+    return next(((node, values) for node, values in view.items() if values["active"] == 1),
+                None)
+
+
+def topic_description(bootstrap: str, topic: str, timeout: float = 30.0) -> str:
+    """`kafka-topics.sh --describe` of `topic`: per partition its leader, replicas, ISR and,
+    under KIP-966, its eligible leader replicas (Elr) and last known ones."""
+    result = subprocess.run(
+        [java(), "-Xmx128m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
+         "-Dlog4j2.level=ERROR", "-cp", classpath("kafka"),
+         "org.apache.kafka.tools.TopicCommand", "--bootstrap-server", bootstrap,
+         "--describe", "--topic", topic],
+        capture_output=True, text=True, timeout=timeout,
+    )
+    return result.stdout.strip()

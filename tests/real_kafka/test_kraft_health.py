@@ -27,16 +27,10 @@ from streaming.testbed.kafka import create_topic
 from tests.conftest import wait_for
 from tests.integration.helpers import table
 from tests.real_kafka.conftest import NAMES, WINDOW, Bed
-from tests.real_kafka.truth_checks import epoch
+from tests.real_kafka.truth_checks import epoch, exported
 
 BROKER = 4
 GAUGE = "kafka_health_offline_log_directories"
-
-
-def _gauge(bed: Bed, name: str) -> dict[tuple[str, ...], float]:
-    exporter = bed.exporter
-    return {tuple(s.labels[n] for n in exporter.labelnames[name]): s.value
-            for family in exporter.gauges[name].collect() for s in family.samples}
 
 
 def _incidents(bed: Bed, since: float) -> list[dict]:
@@ -59,7 +53,7 @@ def test_a_failed_log_directory_is_an_offline_log_dir_incident_in_both_formats(
     faults.wait_until(lambda: {f"{topic}-0", f"{topic}-1"} <= {p.name for p in
                                                                directory.iterdir()}, 30,
                       f"{topic}'s replicas in {directory}")
-    wait_for(lambda: all(_gauge(bed, GAUGE).get((name, str(BROKER))) == 0.0 for name in NAMES),
+    wait_for(lambda: all(exported(bed, GAUGE).get((name, str(BROKER))) == 0.0 for name in NAMES),
              120, f"{GAUGE} 0 for broker {BROKER} in both formats before the fault")
     since = time.time()
     faults.fail_log_dir(directory)
@@ -70,7 +64,7 @@ def test_a_failed_log_directory_is_an_offline_log_dir_incident_in_both_formats(
         offline = time.time()
         assert BROKER in bed.watched.alive_brokers(), f"broker {BROKER} left the cluster"
 
-        wait_for(lambda: all(_gauge(bed, GAUGE).get((name, str(BROKER))) == 1.0
+        wait_for(lambda: all(exported(bed, GAUGE).get((name, str(BROKER))) == 1.0
                              for name in NAMES), 120,
                  f"{GAUGE} 1 for broker {BROKER} in both formats")
         gauged = time.time()
@@ -89,7 +83,7 @@ def test_a_failed_log_directory_is_an_offline_log_dir_incident_in_both_formats(
         admin = AdminClient({"bootstrap.servers": bed.watched.bootstrap})
         for future in admin.delete_topics([topic]).values():
             future.result(timeout=30)
-    wait_for(lambda: all(_gauge(bed, GAUGE).get((name, str(BROKER))) == 0.0 for name in NAMES),
+    wait_for(lambda: all(exported(bed, GAUGE).get((name, str(BROKER))) == 0.0 for name in NAMES),
              120, f"{GAUGE} back to 0 after the repair")
     wait_for(lambda: {r["cluster"] for r in _incidents(bed, since)
                       if pd.notna(r["resolved_at"]) and pd.isna(r["withdrawn_at"])}

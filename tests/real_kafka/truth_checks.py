@@ -22,6 +22,13 @@ def epoch(ts: Any) -> float:
     return pd.Timestamp(ts).timestamp()
 
 
+def exported(bed: Bed, name: str) -> dict[tuple[str, ...], float]:
+    """The job's /metrics series `name` now: label values (in the exporter's order) to value."""
+    exporter = bed.exporter
+    return {tuple(s.labels[n] for n in exporter.labelnames[name]): s.value
+            for family in exporter.gauges[name].collect() for s in family.samples}
+
+
 def caught_up(bed: Bed, until: float) -> bool:
     """The job has signals of every shipped name up to `until` (event time)."""
     rows = table(bed.delta, "broker_signals")
