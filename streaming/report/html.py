@@ -30,6 +30,7 @@ from streaming.headroom.chart import (
 )
 from streaming.identity import CLUSTER_WIDE
 from streaming.report import charts
+from streaming.report.clients_view import clients_view
 from streaming.report.durability_view import per_rule, read_open_findings
 from streaming.report.headroom_view import BOUND_HEADERS, read_history
 from streaming.report.tables import (
@@ -117,6 +118,7 @@ def write_report(delta_root: str, out_dir: str, hours: float = 6.0, cluster: str
         ("cluster-signals", "Cluster signals", _cluster_section),
         ("headroom", "Partition headroom", _headroom_section),
         ("durability", "Durability findings (Admin API)", _durability_section),
+        ("clients", "Clients' truth (durability probe, consumer groups)", _clients_section),
         ("quarantine", "Quarantine (bad input)", _quarantine_section),
     ]
     bodies = [(anchor, title, _guarded(ctx, title, fn)) for anchor, title, fn in sections]
@@ -374,6 +376,52 @@ def _durability_section(ctx: _Context) -> str:
             "of <code>metrics_schemas/durability.yaml</code>. The runbook "
             "KafkaDurabilityAuditFinding says how to fix each rule.</p>")
     return summary + detail + more + note
+
+
+def _clients_section(ctx: _Context) -> str:
+    view = clients_view(ctx.root, ctx.cluster, ctx.since, ctx.now)
+    ctx.sources.extend(view.reads)
+    out = []
+    if view.probe is None:
+        out.append('<p class="note">The durability probe does not run (config '
+                   "probe.enabled).</p>")
+    else:
+        lost = len(view.probe_losses or [])
+        ctx.summary.append((f"{lost:,}", "acked probe records lost", "bad" if lost else "good"))
+        if view.probe:
+            out.append(_table(
+                ["cluster", "broker", "probe writes", "failed", "lost", "availability"],
+                [[p["cluster"], p["broker"], f"{p['attempted']:,}", f"{p['failed']:,}",
+                  f"{p['lost']:,}", "-" if p["availability"] is None
+                  else f"{100 * p['availability']:.2f}%"] for p in view.probe], first_left=2))
+        else:
+            out.append('<p class="note">Every acks=all probe write through every broker was '
+                       "acked and read back.</p>")
+        if view.probe_losses:
+            out.append(_table(
+                ["cluster", "acked by broker", "partition", "offset", "sequence", "acked at",
+                 "found missing at"],
+                [[r["cluster"], r["broker"], str(r["partition"]), str(r["offset"]),
+                  str(r["sequence"]), fmt_ts(r["acked_at"]), fmt_ts(r["found_at"])]
+                 for r in view.probe_losses[:FINDINGS_SHOWN]], first_left=2))
+    if view.groups is None:
+        out.append('<p class="note">Consumer groups are not read (config '
+                   "consumer_groups.enabled).</p>")
+    elif view.groups:
+        out.append(_table(
+            ["cluster", "group", "topic", "newest status", "lag", "lost to retention"],
+            [[g["cluster"], g["group"], g["topic"], g["status"],
+              "-" if g["lag_records"] is None else f"{g['lag_records']:,}",
+              f"{g['lost_to_retention']:,}"] for g in view.groups], first_left=4))
+    else:
+        out.append('<p class="note">Every consumer group read was ok and lost nothing to '
+                   "retention.</p>")
+    note = ('<p class="note">The probe writes with acks=all through every broker and reads '
+            "back (tables <code>probe_windows</code>, <code>probe_losses</code>); the groups' "
+            "status and losses are in <code>consumer_group_status</code> and "
+            "<code>consumer_group_losses</code>. A lost record is data loss the broker "
+            "acknowledged.</p>")
+    return "".join(out) + note
 
 
 def _quarantine_section(ctx: _Context) -> str:

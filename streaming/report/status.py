@@ -38,6 +38,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pads
 
+from streaming.report.clients_view import clients_view
 from streaming.report.headroom_view import headroom_table
 from streaming.report.tables import (
     TableRead,
@@ -113,66 +114,10 @@ def read_status(delta_root: str | Path, cluster: str | None = None,
                 utc(now) - newest.to_pydatetime()).total_seconds()
     status.stale_brokers = _stale(latest, stale_after_seconds, stale_open, status)
     status.lowest_headroom = _lowest_headroom(delta_root, cluster, status)
-    since = utc(now) - CLIENTS_LOOK_BACK
-    status.probe_failing = _probe_failing(delta_root, cluster, since, status)
-    status.groups_in_trouble = _groups_in_trouble(delta_root, cluster, since, status)
+    clients = clients_view(delta_root, cluster, utc(now) - CLIENTS_LOOK_BACK)
+    status.probe_failing, status.groups_in_trouble = clients.probe, clients.groups
+    status.notes += clients.notes
     return status
-
-
-def _clients_table(delta_root: str | Path, table: str, cluster: str | None,
-                   where: pc.Expression, status: Status) -> pd.DataFrame | None:
-    read = read_table(delta_root, table, filter=where, cluster=cluster)
-    if read.status == "error":
-        status.notes.append(read.why_empty())
-    return read.frame if read.status in ("ok", "empty") else None
-
-
-def _probe_failing(delta_root: str | Path, cluster: str | None, since: datetime,
-                   status: Status) -> list[dict[str, Any]] | None:
-    """Per cluster and broker, the probe's writes of the look-back where any failed or was
-    lost (none listed: every write through every broker acked and read back)."""
-    frame = _clients_table(delta_root, "probe_windows", cluster,
-                           pads.field("window_start") >= pa.scalar(since), status)
-    if frame is None:
-        return None
-    if frame.empty:
-        return []
-    sums = frame.groupby(["cluster", "broker"], as_index=False)[
-        ["attempted", "acked", "failed", "lost"]].sum()
-    sums = sort_brokers(sums[(sums.failed > 0) | (sums.lost > 0)])
-    return [{"cluster": r.cluster, "broker": r.broker, "attempted": int(r.attempted),
-             "failed": int(r.failed), "lost": int(r.lost),
-             "availability": (None if r.acked + r.failed == 0
-                              else float(r.acked) / float(r.acked + r.failed))}
-            for r in sums.itertuples()]
-
-
-def _groups_in_trouble(delta_root: str | Path, cluster: str | None, since: datetime,
-                       status: Status) -> list[dict[str, Any]] | None:
-    """Each group and topic whose newest status is not ok, or that lost records to
-    retention in the look-back (its loss summed over the episodes seen then)."""
-    polled = _clients_table(delta_root, "consumer_group_status", cluster,
-                            pads.field("polled_at") >= pa.scalar(since), status)
-    if polled is None:
-        return None
-    lost = _clients_table(delta_root, "consumer_group_losses", cluster,
-                          pads.field("last_seen") >= pa.scalar(since), status)
-    found: dict[tuple[str, str, str], dict[str, Any]] = {}
-    if not polled.empty:
-        newest = polled.sort_values("polled_at").groupby(
-            ["cluster", "group", "topic"], as_index=False).last()
-        for r in newest[newest.status != "ok"].itertuples():
-            found[(r.cluster, r.group, r.topic)] = {
-                "cluster": r.cluster, "group": r.group, "topic": r.topic, "status": r.status,
-                "lag_records": int(r.lag_records), "lag_seconds": _number(r.lag_seconds),
-                "lost_to_retention": 0}
-    if lost is not None and not lost.empty:
-        for (c, g, t), rows in lost.groupby(["cluster", "group", "topic"]):
-            row = found.setdefault((c, g, t), {
-                "cluster": c, "group": g, "topic": t, "status": "-", "lag_records": None,
-                "lag_seconds": None, "lost_to_retention": 0})
-            row["lost_to_retention"] = int(rows["lost"].sum())
-    return [found[k] for k in sorted(found)]
 
 
 def _stale(latest: TableRead, stale_after_seconds: float,

@@ -16,7 +16,8 @@ from tests.report import fixtures
 from tests.report.pagecheck import assert_valid_png, parse
 
 SECTIONS = ("Incidents", "Broker signals", "Cluster signals", "Partition headroom",
-            "Durability findings (Admin API)", "Quarantine (bad input)")
+            "Durability findings (Admin API)", "Clients' truth (durability probe, consumer groups)",
+            "Quarantine (bad input)")
 
 
 def _html(out: Path) -> str:

@@ -9,8 +9,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from streaming.clients.group_status import PartitionStatus, RetentionLoss
-from streaming.clients.probe_ledger import ProbeWindow
+from streaming.clients.probe_ledger import Loss, ProbeWindow
 from streaming.clients.store import ClientsStore
+from streaming.report.html import write_report
 from streaming.report.status import format_status, read_status
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -62,3 +63,27 @@ def test_clients_not_run_are_said_and_are_no_unknown(tmp_path: Path) -> None:
     text = format_status(status, 45)
     assert "Durability probe: not run (config probe.enabled)" in text
     assert "Consumer groups: not read (config consumer_groups.enabled)" in text
+
+
+def test_the_report_lists_the_probes_failures_and_losses_and_the_groups(tmp_path: Path) -> None:
+    store = ClientsStore(str(tmp_path), "test")
+    now = datetime.now(UTC)
+    store.write_probe("prod", [ProbeWindow("prod", "3", now - timedelta(minutes=5), 60.0,
+                                           attempted=12, acked=4, failed=8,
+                                           failed_by_class={"not_enough_replicas": 8})],
+                      [Loss("prod", "5", "kafka-health-probe", 2, 41, 7,
+                            now - timedelta(minutes=4), now - timedelta(minutes=4),
+                            now - timedelta(minutes=3), 44)])
+    store.write_groups("prod", [PartitionStatus("prod", "late", "orders", 0,
+                                                now - timedelta(minutes=2), 100, 170, 900, 800,
+                                                None, "error", 70)],
+                       [RetentionLoss("prod", "late", "orders", 0, 100, 170, 70,
+                                      now - timedelta(minutes=2), now - timedelta(minutes=2))])
+    out = tmp_path / "report"
+    write_report(str(tmp_path), str(out), hours=1.0)
+    page = (out / "index.html").read_text()
+    section = page[page.index('<section id="clients">'):]
+    section = section[:section.index("</section>")]
+    assert "33.33%" in section and "not_enough_replicas" not in section, section
+    assert ">41<" in section and ">late<" in section and ">70<" in section, section
+    assert '<div class="n">1</div><div class="l">acked probe records lost</div>' in page
