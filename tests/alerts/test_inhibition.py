@@ -1,6 +1,6 @@
 """alerts/alertmanager.yml inhibition, in a real Alertmanager: a blind pipeline mutes only
-its own clusters' faults, a dark cluster only its own, and data loss and the heartbeat
-are never muted.
+its own clusters' faults, a dark cluster only its own, a stale broker its own faults but
+not the durability probe's, and data loss and the heartbeat are never muted.
 
 Alerts are posted straight to Alertmanager's API with the labels Prometheus would send
 (rule labels + the scraped series' job/instance/pipeline); `status.inhibitedBy` says
@@ -35,6 +35,8 @@ SOURCES = [
     alert("KafkaHealthPipelineStalled", "critical", "pipeline", **P1),
     # cluster d, read by the healthy pipeline p2, is dark
     alert("KafkaClusterDark", "critical", "staleness", cluster="d", **P2),
+    # broker 4 of cluster g, read by p2, sends no metrics
+    alert("KafkaBrokerMetricsStale", "warning", "staleness", cluster="g", broker="4", **P2),
 ]
 MUTED = {
     "default install, cluster fault": alert(
@@ -49,6 +51,9 @@ MUTED = {
         "KafkaClusterDark", "critical", "staleness", cluster="f", **P1),
     "dark d, its cluster fault": alert(
         "KafkaOfflinePartitions", "critical", "cluster_fault", cluster="d", **P2),
+    "stale broker, its own gauges' fault": alert(
+        "KafkaUnderMinIsrPartitions", "critical", "cluster_fault", cluster="g", broker="4",
+        **P2),
 }
 PAGED = {
     "data loss under a down pipeline": alert(
@@ -60,6 +65,11 @@ PAGED = {
         "KafkaUncleanLeaderElection", "critical", "data_loss", cluster="d", broker="1", **P2),
     "p2's cluster fault while p1 stalls": alert(
         "KafkaOfflinePartitions", "critical", "cluster_fault", cluster="e", **P2),
+    "the probe's failing writes through a stale broker": alert(
+        "KafkaProbeWritesFailing", "critical", "cluster_fault", cluster="g", broker="4", **P2),
+    "the probe's writes through a stale broker, unexplained": alert(
+        "KafkaProbeWritesFailingUnexplained", "critical", "cluster_fault", cluster="g",
+        broker="4", **P2),
     "the dark cluster itself": SOURCES[2],
     "the pipeline pages themselves": SOURCES[1],
     "heartbeat": alert("KafkaHealthWatchdog", "none", "heartbeat"),

@@ -44,6 +44,14 @@ SCRAPE_LABELS = {"job", "instance"}
 # Series of the Admin API poller (streaming/metadata), not of the broker metrics.
 ADMIN_API_SERIES = {"kafka_health_durability_audit_findings",
                     "kafka_health_metadata_cause_broker_partitions"}
+# Series of the consumer groups' reader (streaming/clients): fresh while its reads succeed.
+GROUP_SERIES = {"kafka_health_consumer_group_lag_records",
+                "kafka_health_consumer_group_lag_seconds",
+                "kafka_health_consumer_group_status"}
+# The durability probe's own writes (streaming/clients): each closed window is what its
+# writes met then, whatever the broker metrics say (and a stale broker is when it matters).
+PROBE_SERIES = {"kafka_health_probe_availability_ratio",
+                "kafka_health_probe_ack_latency_p99_seconds"}
 
 PROMQL_FUNCTIONS = {
     "abs",
@@ -138,6 +146,7 @@ def metric_names(expr: str) -> set[str]:
     text = re.sub(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'', "", expr)  # string literals
     text = re.sub(r"\{[^}]*\}", "", text)  # label matchers
     text = re.sub(r"\[[^\]]*\]", "", text)  # range / subquery durations
+    text = re.sub(r"\boffset\s+\d+\w*", " ", text)  # offset modifiers
     mods = "|".join(LABEL_LIST_MODIFIERS)
     text = re.sub(rf"\b({mods})\s*\([^)]*\)", " ", text)  # label lists
     names: set[str] = set()
@@ -277,6 +286,24 @@ def test_amtool_check_rendered_local_config(tmp_path: Path) -> None:
         (
             ["severity=critical", "category=data_loss", "alertname=KafkaUncleanLeaderElection"],
             "pagerduty-data-loss",
+        ),
+        (
+            ["severity=critical", "category=data_loss", "alertname=KafkaProbeDataLoss"],
+            "pagerduty-data-loss",
+        ),
+        (
+            ["severity=critical", "category=data_loss",
+             "alertname=KafkaConsumerGroupLostToRetention"],
+            "pagerduty-data-loss",
+        ),
+        (
+            ["severity=critical", "category=cluster_fault",
+             "alertname=KafkaProbeWritesFailingUnexplained"],
+            "pagerduty-critical",
+        ),
+        (
+            ["severity=warning", "category=cluster_fault", "alertname=KafkaConsumerGroupStalled"],
+            "kafka-health-warnings",
         ),
         (
             ["severity=critical", "category=cluster_fault", "alertname=KafkaUnderMinIsrPartitions"],
@@ -431,9 +458,11 @@ def test_templates_use_existing_labels(name: str) -> None:
 def test_metric_name_parser() -> None:
     expr = (
         'kafka_health_a{cluster="x"} > 0 unless on(cluster, broker) kafka_health_b == 1 '
-        "and on() (time() - max_over_time(kafka_health_c[5m]) > 300)"
+        "and on() (time() - max_over_time(kafka_health_c[5m]) > 300) "
+        "unless kafka_health_d offset 5m"
     )
-    assert metric_names(expr) == {"kafka_health_a", "kafka_health_b", "kafka_health_c"}
+    assert metric_names(expr) == {"kafka_health_a", "kafka_health_b", "kafka_health_c",
+                                  "kafka_health_d"}
 
 
 # --- semantics the design requires -------------------------------------------------------
@@ -462,6 +491,12 @@ def test_paging_set_matches_design() -> None:
         "KafkaHealthSourceUnreachable",
         "KafkaHealthSourceEmpty",
         "KafkaClusterDark",
+        # what clients see: acks=all writes failing (explained by a metric alert or not),
+        # acked records lost, records a consumer group lost to retention
+        "KafkaProbeWritesFailing",
+        "KafkaProbeWritesFailingUnexplained",
+        "KafkaProbeDataLoss",
+        "KafkaConsumerGroupLostToRetention",
     }
     assert duration_seconds(by_alert("KafkaUnderMinIsrPartitions")["for"]) <= 10
 
@@ -475,6 +510,12 @@ def test_cluster_faults_are_gated_on_fresh_data(name: str) -> None:
     if any(m in ADMIN_API_SERIES for m in metric_names(expr)):
         # from the Admin API poller: its counts are fresh while its polls succeed
         assert "kafka_health_metadata_up" in expr, f"{name} can fire on a failed poll's counts"
+        return
+    if any(m in GROUP_SERIES for m in metric_names(expr)):
+        assert "kafka_health_consumer_groups_up" in expr, f"{name} can fire on a failed read's"
+        return
+    if any(m in PROBE_SERIES for m in metric_names(expr)):
+        assert "kafka_health_broker_stale" not in expr, f"{name}: stale gauges mute the probe"
         return
     assert ("kafka_health_broker_stale" in expr) or ("kafka_health_brokers_reporting" in expr), (
         f"{name} can page on stale data"
