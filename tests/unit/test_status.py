@@ -211,3 +211,27 @@ def test_the_lowest_headroom_is_the_smallest_share_left_as_the_alert_pages(
     monkeypatch.setattr(status_module, "headroom_table", lambda *_: frame)
     [lowest] = status_module._lowest_headroom("unused", None, status_module.Status())
     assert (lowest["broker"], lowest["headroom_pct"]) == ("1", 99.6)
+
+
+def test_status_names_the_measure_that_opened_an_incident_and_peaks_in_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Every handler busy while the request queue reads 0.0: the saturation incident was
+    opened by the handlers' idle fraction, so status shows its lowest value named by that
+    column, not the queue ratio (0.0), which would hide what opened it."""
+    config = Config()
+    config.delta.path = str(tmp_path / "delta")
+    proc = BatchProcessor(config, exporter=None)
+    signals = proc.tables["broker_signals"]
+    batch_ids = itertools.count()
+    for window, idle in zip(WINDOWS[:4], (0.7, 0.19, 0.05, 0.12), strict=True):
+        row = signal_row(signals, PROD, "1", window, 0.0)
+        row.update(request_queue_utilization_max=0.0, request_handler_idle_min=idle)
+        signals.upsert(pa.Table.from_pylist([row], schema=signals.schema), next(batch_ids))
+        proc.stages.update_incidents([PROD], window, window, next(batch_ids))
+    [saturation] = [i for i in status(capsys, "--delta", config.delta.path)["open_incidents"]
+                    if i["kind"] == "saturation"]
+    assert (saturation["broker"], saturation["since"]) == ("1", WINDOWS[1].isoformat())
+    assert (saturation["opened_by"], saturation["peak"]) == ("request_handler_idle_min", 0.05)
+    assert main(["status", "--delta", config.delta.path]) == 0
+    [line] = [s for s in capsys.readouterr().out.splitlines() if "saturation" in s]
+    assert "0.05 request_handler_idle_min" in line, line
