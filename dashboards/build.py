@@ -481,6 +481,7 @@ BROKER_LINK = [
 C = 'cluster=~"$cluster"'
 CB = 'cluster=~"$cluster",broker=~"$broker"'
 I = 'instance=~"$instance"'  # noqa: E741
+NOT_OK = 'cluster=~"$cluster",status!="ok"'  # a consumer group's status other than ok
 
 
 # --------------------------------------------------------------------------------------
@@ -1037,15 +1038,167 @@ def durability() -> dict:
                        "cause": "Cause"},
               order=["cluster", "kind", "leader", "cause"], columns=[], hide=("Value #A",),
               sort_by="Kind", w=24, h=7),
+        *probe_panels(),
+        *consumer_group_panels(),
     ]
     return dashboard(
         "kafka-health-durability", "kafka-health / Durability",
         "Replication and data-loss signals: under-min-ISR, at-min-ISR, under-replicated, ISR "
         "churn, unclean elections, offline partitions, controllers; from the Admin API, the "
-        "durability audit and the brokers behind partitions in trouble.",
+        "durability audit and the brokers behind partitions in trouble; from the clients, "
+        "the durability probe's acks=all writes and the consumer groups' lag and losses.",
         ["durability"], [datasource_var(), cluster_var(), broker_var()], items,
         annotations=[unclean_annotation(CB)],
     )
+
+
+UP_DOWN = value_map([(0, "DOWN", ORANGE), (1, "UP", GREEN)])
+
+
+def probe_panels() -> list[dict]:
+    """The durability probe (config `probe`): acks=all writes through every broker's
+    partitions, read back; its series hold the last closed window."""
+    by_c = "{{cluster}}"
+    cb = "{{cluster}}/{{broker}}"
+    return [
+        row("Durability probe: acks=all writes through every leader"),
+        stat("Probe running",
+             "Whether the durability probe can check, write and read its topic on the "
+             "cluster. Bad: DOWN (orange) - failing writes and lost records are not measured "
+             "(KafkaHealthProbeDown warns after 5 minutes).",
+             [target(f"min by (cluster) ({q('probe_up', C)})", by_c)],
+             thr="probe_up", w=4, mappings=UP_DOWN),
+        stat("Lowest probe availability",
+             "Acked / ended acks=all probe writes of the last closed window, for the broker "
+             f"whose partitions fare worst. Bad: < {bad_value('probe_availability') * 100:g}% "
+             "(red) - producers with acks=all fail there. Pages (KafkaProbeWritesFailing, or "
+             "KafkaProbeWritesFailingUnexplained when no metric alert explains it).",
+             [target(f"min by (cluster) ({q('probe_availability', CB)})", by_c)],
+             unit="percentunit", thr="probe_availability", decimals=1, w=5),
+        stat("Worst ack latency p99",
+             "The slowest broker's 99th percentile of send-to-ack time of the probe's acks=all "
+             f"writes in the last closed window. Bad: > {bad_value('probe_ack_latency'):g} "
+             "(orange, seconds) - every acks=all producer there waits as long.",
+             [target(f"max by (cluster) ({q('probe_ack_latency', CB)})", by_c)],
+             unit="s", thr="probe_ack_latency", decimals=3, w=5),
+        stat("Acked records lost",
+             "Probe records the cluster acked (acks=all) and the probe could not read back, "
+             "since the job started: data loss. Bad: > 0 (red). Pages as data loss "
+             "(KafkaProbeDataLoss); probe_losses names each partition and offset.",
+             [target(f"sum by (cluster) ({q('probe_lost', CB)}) "
+                     f"or 0 * max by (cluster) ({q('probe_up', C)})", by_c)],
+             thr="probe_lost", w=5),
+        stat("Probe writes in flight",
+             "Writes neither acked nor failed yet, plus acked records not read back yet: a "
+             "few per partition is normal; a growing number is writes or reads hanging.",
+             [target(f"max by (cluster) ({q('probe_pending', C)})", by_c)], w=5),
+        timeseries("Probe availability by broker",
+                   "Acked / ended acks=all probe writes through the partitions each broker "
+                   f"leads, per closed window. Bad: < {bad_value('probe_availability') * 100:g}"
+                   "% (red line); broker none is partitions without a leader.",
+                   [target(q("probe_availability", CB), cb)],
+                   unit="percentunit", thr="probe_availability", threshold_style="line",
+                   vmax=1, w=12),
+        timeseries("Failed probe writes by error class",
+                   "Failed acks=all probe writes per closed window by error class: "
+                   "not_enough_replicas (ISR below min.insync.replicas), not_leader, timeout, "
+                   "unreachable, out_of_order_sequence (after an unclean election), "
+                   "unauthorized, ... Empty while every write is acked.",
+                   [target(f"sum by (cluster, broker, error) ({q('probe_failed', CB)})",
+                           "{{cluster}}/{{broker}} {{error}}")],
+                   bars=True, decimals=0, w=12),
+        timeseries("Ack latency p99 by broker",
+                   "99th percentile of the probe's send-to-ack time per broker and closed "
+                   f"window. Bad: > {bad_value('probe_ack_latency'):g} (orange line, seconds).",
+                   [target(q("probe_ack_latency", CB), cb)],
+                   unit="s", thr="probe_ack_latency", threshold_style="line", w=8),
+        timeseries("Read-back latency p99 by broker",
+                   "99th percentile of the probe's send-to-read-back time: what a consumer "
+                   "tailing the partition waits for an acks=all record.",
+                   [target(q("probe_read_latency", CB), cb)], unit="s", w=8),
+        timeseries("Probe writes per window",
+                   "acks=all probe writes sent and acked per closed window, summed over the "
+                   "brokers: a gap between the two is writes that failed.",
+                   [target(f"sum by (cluster) ({q('probe_attempted', CB)})",
+                           "{{cluster}} attempted", "A"),
+                    target(f"sum by (cluster) ({q('probe_acked', CB)})",
+                           "{{cluster}} acked", "B")],
+                   decimals=0, w=8),
+        timeseries("Acked records lost and read twice by broker",
+                   "Probe records acked and never read back (lost: data loss, red in the "
+                   "stat above) and records read back at a second offset (duplicated), "
+                   "counted since the job started, by the broker that acked them. Empty "
+                   "until the first one.",
+                   [target(q("probe_lost", CB), "{{cluster}}/{{broker}} lost", "A"),
+                    target(q("probe_duplicates", CB), "{{cluster}}/{{broker}} duplicated",
+                           "B")],
+                   decimals=0, w=24, h=6),
+    ]
+
+
+def consumer_group_panels() -> list[dict]:
+    """The consumer groups (config `consumer_groups`): lag, status and loss to retention
+    per group and topic."""
+    by_c = "{{cluster}}"
+    gt = "{{cluster}} {{group}}/{{topic}}"
+    with_status = "* on(cluster, group, topic) group_left(status) " \
+                  f"({q('group_status', C)} == 1)"
+    return [
+        row("Consumer groups"),
+        stat("Group reads succeed",
+             "Whether the latest read of the cluster's consumer groups succeeded. Bad: DOWN "
+             "(orange) - lag, statuses and losses are as of the last success "
+             "(KafkaHealthConsumerGroupsUnavailable warns after 5 minutes).",
+             [target(f"min by (cluster) ({q('groups_up', C)})", by_c)],
+             thr="groups_up", w=6, mappings=UP_DOWN),
+        stat("Group-partitions left out",
+             "Group-partitions the latest read did not judge because "
+             "consumer_groups.max_partitions was reached. Bad: > 0 (orange) - some groups "
+             "are not watched.",
+             [target(f"max by (cluster) ({q('groups_left_out', C)})", by_c)],
+             thr="groups_left_out", w=6),
+        stat("Topics not ok",
+             "Group and topic pairs whose worst partition is not ok: warning (lag growing), "
+             "stalled (members, no progress), stopped (no member, lag), error (records lost "
+             "to retention). KafkaConsumerGroupStalled warns on stalled and stopped.",
+             [target(f"count by (cluster) ({q('group_status', NOT_OK)} == 1) "
+                     f"or 0 * count by (cluster) ({q('group_status', C)})", by_c)], w=6),
+        stat("Records lost to retention",
+             "Records retention deleted before a group read them, since the job started: "
+             "data loss for those groups. Bad: > 0 (red). Pages as data loss "
+             "(KafkaConsumerGroupLostToRetention); consumer_group_losses names the offsets.",
+             [target(f"sum by (cluster) ({q('group_lost', C)}) "
+                     f"or 0 * max by (cluster) ({q('groups_up', C)})", by_c)],
+             thr="group_lost", w=6),
+        table("Consumer groups by topic",
+              "Per group and topic: the worst partition's status, the records not read yet, "
+              "the age of the oldest of them, and the records lost to retention since the "
+              "job started (red: > 0). Sorted by lag.",
+              [target(f"max by (cluster, group, topic, status) ({q('group_lag', C)} "
+                      f"{with_status})", ref="A", instant=True, table=True),
+               target(f"max by (cluster, group, topic, status) ({q('group_lag_seconds', C)} "
+                      f"{with_status})", ref="B", instant=True, table=True),
+               target(f"max by (cluster, group, topic, status) ({q('group_lost', C)} "
+                      f"{with_status})", ref="C", instant=True, table=True)],
+              renames={"cluster": "Cluster", "group": "Group", "topic": "Topic",
+                       "status": "Status", "Value #A": "Lag (records)",
+                       "Value #B": "Lag (time)", "Value #C": "Lost to retention"},
+              order=["cluster", "group", "topic", "status", "Value #A", "Value #B",
+                     "Value #C"],
+              columns=[column("Lag (records)", decimals=0),
+                       column("Lag (time)", unit="s"),
+                       column("Lost to retention", thr="group_lost", decimals=0)],
+              sort_by="Lag (records)", sort_desc=True, h=9),
+        timeseries("Lag by group and topic (records)",
+                   "Records between each group's committed offsets and the log end, summed "
+                   "over the topic's partitions; the 20 largest.",
+                   [target(f"topk(20, {q('group_lag', C)})", gt)], decimals=0, w=12),
+        timeseries("Lag by group and topic (time)",
+                   "How old the oldest record each group has not read is; compare with the "
+                   "topic's retention: past it, records are lost to the group. The 20 "
+                   "oldest.",
+                   [target(f"topk(20, {q('group_lag_seconds', C)})", gt)], unit="s", w=12),
+    ]
 
 
 # --------------------------------------------------------------------------------------

@@ -398,6 +398,12 @@ OPTIONAL_IN_HEALTHY = {
     "kafka_health_metadata_cause_info",
     # the source's error class exists only while the metrics topics cannot be read
     "kafka_health_pipeline_source_error",
+    # the probe's failures exist per error class only while writes fail; its loss and
+    # duplicate counters, and a group's loss to retention, from their first count on
+    "kafka_health_probe_writes_failed",
+    "kafka_health_probe_lost_records_total",
+    "kafka_health_probe_duplicate_records_total",
+    "kafka_health_consumer_group_lost_to_retention_records_total",
 }
 
 
@@ -464,6 +470,22 @@ def _value(metric: str, labels: dict[str, str], troubled: bool) -> float:
         "kafka_health_metadata_cause_broker_partitions": 4,
         "kafka_health_metadata_cause_info": 1,
         "kafka_health_pipeline_view_disagreements_total": 1 if troubled else 0,
+        "kafka_health_probe_up": 1,
+        "kafka_health_probe_pending_writes": 3,
+        "kafka_health_probe_writes_attempted": 12,
+        "kafka_health_probe_writes_acked": 6 if bad else 12,
+        "kafka_health_probe_availability_ratio": 0.5 if bad else 1,
+        "kafka_health_probe_ack_latency_p99_seconds": 2.5 if bad else 0.012,
+        "kafka_health_probe_read_latency_p99_seconds": 2.6 if bad else 0.02,
+        "kafka_health_probe_lost_records_total": 2,
+        "kafka_health_probe_duplicate_records_total": 1,
+        "kafka_health_probe_writes_failed": 6,
+        "kafka_health_consumer_groups_up": 0 if troubled else 1,
+        "kafka_health_consumer_group_partitions_left_out": 40 if troubled else 0,
+        "kafka_health_consumer_group_lag_records": 5000 if troubled else 12,
+        "kafka_health_consumer_group_lag_seconds": 900 if troubled else 1.5,
+        "kafka_health_consumer_group_lost_to_retention_records_total": 1500,
+        "kafka_health_consumer_group_status": 1,
     }
     return float(table[metric])
 
@@ -472,7 +494,8 @@ def _label_sets(labelnames: list[str], clusters: dict[str, list[str]]) -> list[d
     extra_values = {"bound": BOUNDS, "binding_bound": ["file_descriptors"], "kind": KINDS,
                     "reason": REASONS, "field": ["cluster"], "rule": AUDIT_RULES,
                     "error": ["unauthorized"], "leader": ["1"],
-                    "cause": ["brokers 4 and 5 out of ISR"], "stale": ["metrics"]}
+                    "cause": ["brokers 4 and 5 out of ISR"], "stale": ["metrics"],
+                    "group": ["billing"], "topic": ["invoices"], "status": ["stalled"]}
     sets: list[dict[str, str]] = [{}]
     for name in labelnames:
         if name == "cluster":
