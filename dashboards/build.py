@@ -1141,7 +1141,7 @@ def consumer_group_panels() -> list[dict]:
     per group and topic."""
     by_c = "{{cluster}}"
     gt = "{{cluster}} {{group}}/{{topic}}"
-    with_status = "* on(cluster, group, topic) group_left(status) " \
+    with_status = "* ignoring(status) group_left(status) " \
                   f"({q('group_status', C)} == 1)"
     return [
         row("Consumer groups"),
