@@ -10,7 +10,6 @@ Why never raise: a cluster that refuses or does not answer is reported (`on_poll
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from confluent_kafka.admin import AdminClient
 
 from streaming.clients.group_status import GroupEvaluator, PartitionStatus, RetentionLoss
 from streaming.clients.groups import GroupPoll, GroupSettings, read_groups
+from streaming.common.background import BackgroundLoop
 from streaming.logsetup import kafka_logger
 from streaming.metadata.health import describe
 
@@ -42,7 +42,7 @@ class GroupsRead:
         return self.error is None
 
 
-class GroupPoller:
+class GroupPoller(BackgroundLoop):
     """`start()` the thread, `stop()` returns once the read in progress has ended. The
     evaluator and the topics' cleanup policies belong to the thread."""
 
@@ -50,6 +50,7 @@ class GroupPoller:
                  interval_seconds: float, timeout_seconds: float,
                  on_poll: Callable[[GroupsRead], None],
                  clock: Callable[[], float] = time.time) -> None:
+        super().__init__(f"groups-{cluster}")
         self.cluster = cluster
         self.settings = settings
         self.interval_seconds = interval_seconds
@@ -59,20 +60,11 @@ class GroupPoller:
         self._clock = clock
         self._evaluator = GroupEvaluator(cluster, window=settings.window_polls)
         self._policies: dict[str, str] = {}
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self._said: str | None = None
 
-    def start(self) -> GroupPoller:
-        self._thread = threading.Thread(target=self._run, name=f"groups-{self.cluster}",
-                                        daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(3 * self.timeout_seconds + 10)
+    @property
+    def join_seconds(self) -> float:
+        return 3 * self.timeout_seconds + 10  # a read makes three rounds of requests
 
     def poll_once(self, admin: Any) -> GroupsRead:
         now = self._clock()
@@ -101,11 +93,23 @@ class GroupPoller:
             LOG.info("consumer groups of %s: read again", self.cluster)
         self._said = said
 
+    def _admin(self) -> Any:
+        return AdminClient({**self._client_config, "logger": kafka_logger()})
+
     def _run(self) -> None:
-        admin = AdminClient({**self._client_config, "logger": kafka_logger()})
+        """Poll every interval. A read that failed is retried at once, within the interval,
+        with a new client: the old one may be waiting on a broker that is down or frozen
+        (the one it bootstrapped from, or the coordinator it last learnt), and a new one
+        bootstraps from any configured broker that answers."""
+        admin = self._admin()
         while not self._stop.is_set():
             started = time.monotonic()
             read = self.poll_once(admin)
+            if not read.up and time.monotonic() - started < self.interval_seconds / 2:
+                admin = self._admin()
+                read = self.poll_once(admin)
+            if not read.up:
+                admin = self._admin()  # the next poll starts with a fresh client too
             self._say(read)
             try:
                 self._on_poll(read)

@@ -16,7 +16,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 from confluent_kafka.admin import ConfigResource, OffsetSpec, ResourceType
 
 from streaming.clients.group_status import PartitionOffsets
@@ -62,6 +62,10 @@ def read_groups(admin: Any, settings: GroupSettings, timeout: float,
     cleanup.policy across polls (read for topics not in it yet). Raises KafkaException
     when the cluster refuses or does not answer."""
     listing = _result(admin.list_consumer_groups(request_timeout=timeout), timeout)
+    if listing.errors:
+        # a broker that did not answer the listing: its coordinators' groups are missing
+        # from this poll, so the read fails rather than judge a part as the whole
+        raise KafkaException(listing.errors[0])
     states = {g.group_id: (g.state.name if g.state is not None else "UNKNOWN")
               for g in listing.valid}
     poll = GroupPoll(states={g: states[g] for g in settings.chosen(states)})

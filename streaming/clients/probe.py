@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -31,6 +30,7 @@ from confluent_kafka.admin import AdminClient
 
 from streaming.clients.probe_ledger import NO_LEADER, Loss, ProbeLedger, ProbeWindow
 from streaming.clients.probe_topic import DEFAULT_TOPIC, ProbeTopic, ensure_probe_topic
+from streaming.common.background import BackgroundLoop
 from streaming.logsetup import kafka_logger
 
 LOG = logging.getLogger("kafka_health.clients")
@@ -80,13 +80,14 @@ def _parse(value: bytes | None, run: str) -> int | None:
         return None
 
 
-class DurabilityProbe:
+class DurabilityProbe(BackgroundLoop):
     """`start()` the probe thread, `stop()` to end it (the pending writes are flushed
     within the timeout). `ledger` and the clients belong to the probe thread."""
 
     def __init__(self, cluster: str, client_config: Mapping[str, Any],
                  settings: ProbeSettings | None = None, on_close: OnClose | None = None,
                  clock: Callable[[], float] = time.time) -> None:
+        super().__init__(f"probe-{cluster}")
         self.cluster = cluster
         self.settings = settings or ProbeSettings()
         self._client_config = dict(client_config)
@@ -95,8 +96,6 @@ class DurabilityProbe:
         self.run_id = uuid.uuid4().hex[:12]
         self.ledger = ProbeLedger(cluster, self.settings.topic, self.settings.window_seconds,
                                   self.settings.timeout_seconds + 2 * self.settings.interval_seconds)
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self._sequence: dict[int, int] = {}
         self._topic: ProbeTopic | None = None
         self._leaders: dict[int, int] = {}
@@ -151,16 +150,9 @@ class DurabilityProbe:
 
     # --- the thread ---------------------------------------------------------------------
 
-    def start(self) -> DurabilityProbe:
-        self._thread = threading.Thread(target=self._run, name=f"probe-{self.cluster}",
-                                        daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(self.settings.timeout_seconds + 30)
+    @property
+    def join_seconds(self) -> float:
+        return self.settings.timeout_seconds + 30  # the pending writes' flush, the close
 
     def _run(self) -> None:
         """The probe's loop. An error nothing else handles is said with its traceback and
