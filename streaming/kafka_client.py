@@ -96,6 +96,12 @@ CONSUMERS: dict[str, dict[str, Any]] = {
     "metadata": {"group.id": "kafka-health-metadata", "enable.auto.commit": False},
     # the job's source-lag probe
     "lag": {"group.id": "kafka-health-lag", "enable.auto.commit": False},
+    # the durability probe's read-back: assigned partitions from its own start offsets;
+    # from the log start when a position is gone (a log truncated by an unclean election:
+    # re-read records keep their offsets and are not counted twice)
+    "probe": {"group.id": "kafka-health-probe", "enable.auto.commit": False,
+              "auto.offset.reset": "earliest", "fetch.wait.max.ms": 100,
+              "enable.partition.eof": False},
     # `kafka-health peek`
     "peek": {"group.id": "kafka-health-peek", "enable.auto.commit": False,
              "enable.partition.eof": False},

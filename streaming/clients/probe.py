@@ -31,6 +31,7 @@ from confluent_kafka.admin import AdminClient
 from streaming.clients.probe_ledger import NO_LEADER, Loss, ProbeLedger, ProbeWindow
 from streaming.clients.probe_topic import DEFAULT_TOPIC, ProbeTopic, ensure_probe_topic
 from streaming.common.background import BackgroundLoop
+from streaming.kafka_client import consumer_config
 from streaming.logsetup import kafka_logger
 
 LOG = logging.getLogger("kafka_health.clients")
@@ -141,12 +142,8 @@ class DurabilityProbe(BackgroundLoop):
         return self._producer()
 
     def _consumer(self) -> Consumer:
-        # No group: partitions are assigned, nothing is committed. From the earliest
-        # record when the position is gone (a log truncated by an unclean election):
-        # re-read records keep their offsets and are not counted twice.
-        return Consumer({**self._common(), "group.id": f"kafka-health-probe-{self.run_id}",
-                         "enable.auto.commit": False, "auto.offset.reset": "earliest",
-                         "fetch.wait.max.ms": 100, "enable.partition.eof": False})
+        # No group membership: partitions are assigned, nothing is committed.
+        return Consumer(consumer_config("probe", self._common()))
 
     # --- the thread ---------------------------------------------------------------------
 

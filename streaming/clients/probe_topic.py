@@ -120,11 +120,12 @@ def _elect_preferred(admin: Any, topic: str, partitions: list[int], timeout: flo
     """Ask for preferred-leader elections; a partition whose preferred leader is not in its
     ISR yet stays as it is, and is asked again at the next check."""
     try:
+        # no request_timeout: confluent-kafka 2.16's elect_leaders refuses its own keyword
+        # arguments (SystemError); the result's own timeout bounds the wait
         future = admin.elect_leaders(ElectionType.PREFERRED,
-                                     [TopicPartition(topic, p) for p in partitions],
-                                     request_timeout=timeout)
+                                     [TopicPartition(topic, p) for p in partitions])
         result = future.result(timeout=timeout + 5)
-    except KafkaException as exc:
+    except Exception as exc:  # noqa: BLE001 - a failed election fails no check: asked again
         LOG.debug("probe: preferred-leader election on %s failed: %s", topic, exc)
         return
     moved = [tp.partition for tp, err in result.items() if err is None]

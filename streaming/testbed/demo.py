@@ -17,7 +17,12 @@ import yaml
 from streaming import metric_names as metric
 from streaming.config import Config, load_config
 from streaming.logsetup import kafka_logger
+from streaming.testbed.clients_narration import ClientsNarrator
 from streaming.testbed.kafka import KafkaCluster, create_topic, metrics_cluster
+from streaming.testbed.late_reader import GROUP as LATE_GROUP
+from streaming.testbed.late_reader import RETENTION_MS as LATE_RETENTION_MS
+from streaming.testbed.late_reader import TOPIC as LATE_TOPIC
+from streaming.testbed.late_reader import LateReader
 from streaming.testbed.secured import (
     COMPONENT_USERS,
     SUPER_USER,
@@ -318,8 +323,9 @@ class DemoNarration:
 
     def __init__(self, job, exporter, narrator: IncidentNarrator, say,  # noqa: ANN001
                  producer: AcksAllProducer | None = None, status_every: float = 10.0,
-                 poll_every: float = 2.0) -> None:
+                 poll_every: float = 2.0, clients: ClientsNarrator | None = None) -> None:
         self.job, self.narrator, self.say, self.producer = job, narrator, say, producer
+        self.clients = clients
         self.registry = exporter.registry
         self.status_every, self.poll_every = status_every, poll_every
         self._stop = threading.Event()
@@ -341,6 +347,8 @@ class DemoNarration:
         while not self._stop.wait(self.poll_every):
             try:
                 self.narrator.poll()
+                if self.clients is not None:
+                    self.clients.poll()
                 if time.monotonic() >= due:
                     due = time.monotonic() + self.status_every
                     self.say(self.status())
@@ -436,7 +444,7 @@ def run_real_demo(args: argparse.Namespace) -> int:
     data.mkdir(parents=True, exist_ok=True)
     metrics = metrics_cluster(data / "kafka" / "metrics")
     watched = KafkaCluster(3, data / "kafka" / "watched", broker_only=2)
-    shipper = producer = job = narration = None
+    shipper = producer = late_reader = job = narration = None
     threads: list[threading.Thread] = []
     try:
         say("starting the metrics cluster (1 Kafka node) and the watched cluster (3 KRaft "
@@ -453,6 +461,7 @@ def run_real_demo(args: argparse.Namespace) -> int:
                           jolokia_topic=args.topic, prometheus_topic=None,
                           interval=args.scrape_interval).start()
         producer = AcksAllProducer(watched.bootstrap, say).start()
+        late_reader = LateReader(watched.bootstrap).start()
         exporter = Exporter(config=config.exporter)
         exporter.start(config.exporter.bind, config.exporter.port)
         job = Job(config, exporter=exporter, printer=batch_printer(args))
@@ -464,13 +473,17 @@ kafka-health demo (Ctrl-C stops everything)
   shipper    Jolokia bulk reads every {args.scrape_interval:g}s -> {metrics.bootstrap} {args.topic}
   Admin API  polled every {config.metadata.interval_seconds:g}s: the brokers behind a fault
              (the incident's cause, on the page), the durability audit
+  probe      acks=all writes through every broker, read back ({config.probe.topic})
+  groups     {LATE_GROUP} reads {LATE_TOPIC} (kept {LATE_RETENTION_MS // 1000}s) once and stops:
+             retention deletes what it has not read, a loss to retention
   job        local Spark; Delta under {config.delta.path}
   /metrics   http://{config.exporter.bind}:{config.exporter.port}/metrics
   faults     every {args.fault_period:g}s: a follower stopped, a second broker killed, both back
 """, flush=True)
         stopped: set[str] = set()
         narrator = IncidentNarrator(config, say, stopped)
-        narration = DemoNarration(job, exporter, narrator, say, producer).start()
+        narration = DemoNarration(job, exporter, narrator, say, producer,
+                                  clients=ClientsNarrator(config, say)).start()
         cycle = threading.Thread(target=fault_cycle, name="faults", daemon=True,
                                  args=(watched, say, stop, args.fault_period, stopped))
         threads.append(cycle)
@@ -500,6 +513,8 @@ kafka-health demo (Ctrl-C stops everything)
             job.spark.stop()  # its Kafka clients, before the brokers they talk to
         if producer:
             producer.stop()
+        if late_reader:
+            late_reader.stop()
         if shipper:
             shipper.stop()
         watched.stop()
