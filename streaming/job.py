@@ -19,6 +19,7 @@ from streaming.exporter import Exporter
 from streaming.lease import Leases
 from streaming.metadata.service import MetadataService
 from streaming.pipeline.batch import BatchProcessor
+from streaming.pipeline.catalog_tables import CatalogTables
 from streaming.pipeline.control import JobControl
 from streaming.pipeline.recovery import PendingMarker, checkpoint_app_id
 from streaming.pipeline.tables_owner import (
@@ -76,6 +77,8 @@ class Job:
         # After the processor: its data-quality suite is built on a thread of its own while
         # the session's JVM starts (streaming/quality.py)
         self.spark = spark or build_spark(config)
+        # delta.catalog: the tables' names in Spark's catalog, from start() to stop()
+        self.catalog = CatalogTables(config.delta.catalog, self.spark)
 
     def start(self) -> StreamingQuery:
         self.leases.acquire()  # LeaseHeld, naming the other job, while one runs
@@ -85,8 +88,10 @@ class Job:
             # lease, since the pollers write the metadata tables.
             self.metadata.start(self.processor.app_id, self.config.delta.storage())
             self.clients.start(self.processor.app_id, self.config.delta.storage())
+            self.catalog.follow(self.processor.tables)
             return self._start()
         except BaseException:
+            self.catalog.stop()
             self.clients.stop()
             self.metadata.stop()
             self.leases.release()
@@ -147,6 +152,7 @@ class Job:
             if jvm_alive:
                 self._while_jvm_lives(lambda: self.spark.streams.removeListener(listener))
             self.lag.close()
+        self.catalog.stop()
         self.clients.stop()  # their writes are under the lease too
         self.metadata.stop()
         self.leases.release()

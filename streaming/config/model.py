@@ -365,6 +365,12 @@ class DeltaConfig:
         "delta-spark: Spark's executors write, through Spark's Hadoop file systems")
     path: Text = Field("data/delta", description="the tables' root: a path or a URL (s3://, "
                        "s3a:// with delta-spark, ...)")
+    # A namespace, not a catalog of our own: which catalog and metastore is Spark's
+    # configuration (spark.conf); see streaming/pipeline/catalog_tables.py.
+    catalog: Text | None = Field(None, description="register every table in Spark's catalog "
+                                 "under this schema or catalog.schema (kafka_health: "
+                                 "kafka_health.broker_signals, ...), external at its path; "
+                                 "null: the tables are paths only")
     bronze_writers: Literal["driver", "read_tasks"] | None = Field(
         None, description="who writes bronze and quarantine: read_tasks (each writes its own "
         "files, the driver commits them) or driver (every sample crosses to it); null: "
@@ -421,6 +427,11 @@ class DeltaConfig:
             problems.append(("retention_every_seconds", "must be > 0"))
         if self.vacuum_retain_hours < 0:
             problems.append(("vacuum_retain_hours", "must be >= 0"))
+        if self.catalog is not None and not (
+                self.catalog.count(".") <= 1
+                and all(p.isascii() and p.isidentifier() for p in self.catalog.split("."))):
+            problems.append(("catalog", f"{self.catalog!r} is not schema or catalog.schema "
+                             "(letters, digits and underscores, not starting with a digit)"))
         if self.engine == "delta-spark" and scheme(self.path) == "s3":
             # Hadoop has no s3:// file system; its S3 connector is s3a://
             problems.append(("path", "delta-spark writes through Hadoop, which reads S3 as "

@@ -4,6 +4,7 @@ resolved with Maven (pinned in deploy/jvm/pom.xml) into `$KAFKA_HEALTH_CACHE/jvm
 
     source.engine: spark           -> spark-kafka  (Spark's kafka source, kafka-clients)
     delta.engine: delta-spark      -> delta        (delta-spark, delta-storage, Delta Kernel)
+    delta.catalog set              -> delta        (the catalog's tables are Delta tables)
     an s3a:// spark.checkpoint or delta.path -> hadoop-aws (S3A with the AWS SDK bundle)
 
 Each component's folder holds only what the pyspark wheel's own jars lack (the poms exclude
@@ -20,7 +21,7 @@ import os
 from pathlib import Path
 
 from streaming.config import Config
-from streaming.locations import scheme
+from streaming.locations import S3_SCHEMES, scheme
 from streaming.runtime.jvm import JvmError, cache_dir
 
 # component -> a file-name prefix of the jar that makes it present in Spark's jars folder
@@ -43,10 +44,15 @@ def required_components(config: Config) -> dict[str, str]:
         needed["spark-kafka"] = "source.engine is 'spark'"
     if config.delta.engine == "delta-spark":
         needed["delta"] = "delta.engine is 'delta-spark'"
+    elif config.delta.catalog:
+        needed["delta"] = "delta.catalog is set (Spark's catalog registers Delta tables)"
     for key, location in (("spark.checkpoint", config.spark.checkpoint),
                           ("delta.path", config.delta.path)):
         if scheme(location) == "s3a":
             needed.setdefault("hadoop-aws", f"{key} is an s3a:// location")
+    if config.delta.catalog and scheme(config.delta.path) in S3_SCHEMES:
+        # Spark reads the registered tables' logs through S3A
+        needed.setdefault("hadoop-aws", "delta.catalog registers tables on S3 through Spark")
     return needed
 
 

@@ -10,13 +10,14 @@ from pyspark.sql import SparkSession
 
 from streaming.allocator import PURGE_DELAY_ENV, PURGE_DELAY_MS, set_purge_delay
 from streaming.config import Config
-from streaming.locations import s3a_hadoop_conf, scheme
+from streaming.locations import S3_SCHEMES, s3a_hadoop_conf, scheme
 from streaming.logsetup import SPARK_LEVEL_ENV
 from streaming.runtime.class_archive import sharing_options
-from streaming.runtime.jvm_jars import session_jars
+from streaming.runtime.jvm_jars import session_jars, spark_jars_dir
 
-# delta.engine delta-spark (streaming/sinks/delta_spark.py): Delta's SQL extension (MERGE,
-# OPTIMIZE, VACUUM, idempotent DML) and catalog, both read once when the session starts;
+# delta.engine delta-spark (streaming/sinks/delta_spark.py), and delta.catalog
+# (streaming/pipeline/catalog_tables.py): Delta's SQL extension (MERGE, OPTIMIZE, VACUUM,
+# idempotent DML) and catalog, both read once when the session starts;
 # timestamps written as INT64 microseconds, the type delta-rs writes and reads, instead of
 # Spark's default INT96, so the tables' files are the same whichever engine wrote them.
 DELTA_SPARK_CONF = {
@@ -116,12 +117,20 @@ def spark_conf(config: Config) -> dict[str, str]:
         defaults["spark.driver.extraJavaOptions"] = (
             f"{c1_only}-XX:G1HeapRegionSize=4m -Xms{memory} "
             "-XX:+UnlockExperimentalVMOptions -XX:G1NewSizePercent=25 -XX:G1MaxNewSizePercent=25")
-    if "s3a" in (scheme(config.spark.checkpoint), scheme(config.delta.path)):
-        # Spark's checkpoint (and delta-spark) reach the store through S3A: the same
-        # endpoint and keys as delta-rs (delta.storage_options); spark.conf still wins.
+    if "s3a" in (scheme(config.spark.checkpoint), scheme(config.delta.path)) or (
+            config.delta.catalog and scheme(config.delta.path) in S3_SCHEMES):
+        # Spark's checkpoint (and delta-spark, and the catalog's registration) reach the
+        # store through S3A: the same endpoint and keys as delta-rs (delta.storage_options);
+        # spark.conf still wins.
         defaults.update(s3a_hadoop_conf(config.delta.storage()))
-    if config.delta.engine == "delta-spark":
+    if config.delta.engine == "delta-spark" or config.delta.catalog:
         defaults.update(DELTA_SPARK_CONF)
+    if config.delta.catalog and hive_support():
+        # Names in Spark's default in-memory catalog last as long as the job's session and
+        # no other reader sees them: a catalog means a metastore, Hive's by default (its
+        # address from hive-site.xml or spark.hadoop.hive.metastore.uris; without one an
+        # embedded Derby in the working directory). spark.conf names another.
+        defaults["spark.sql.catalogImplementation"] = "hive"
     merged = {**defaults, **config.spark.conf}
     with_jars(merged, config)
     if "spark.driver.extraJavaOptions" not in config.spark.conf:
@@ -133,6 +142,13 @@ def spark_conf(config: Config) -> dict[str, str]:
         if options:
             merged["spark.driver.extraJavaOptions"] = " ".join(options)
     return merged
+
+
+def hive_support() -> bool:
+    """Whether Spark's Hive catalog is on its class path (the pyspark wheel has it; a
+    Spark built without Hive has not, and a session asking for it would not start)."""
+    folder = spark_jars_dir()
+    return folder is not None and any(folder.glob("spark-hive_*.jar"))
 
 
 def driver_classpath(conf: dict[str, str]) -> list[str]:
