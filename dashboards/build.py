@@ -616,6 +616,14 @@ def fleet() -> dict:
              [target("max by (cluster) "
                      f"({q('elr_elections', C)})", by_c)],
              thr="elr_elections"),
+        stat("Eligible leader replicas",
+             "Whether the cluster's controller keeps eligible leader replicas (KIP-966, "
+             "eligible.leader.replicas.version >= 1; the default of clusters created on "
+             "Kafka 4.1 and later). ON: a partition whose whole ISR failed gets a leader that "
+             "holds every acknowledged write. OFF (orange): it stays offline, or is elected "
+             "uncleanly (data loss) where unclean election is enabled.",
+             [target(f"max by (cluster) ({q('elr_enabled', C)})", by_c)],
+             mappings=value_map([(0, "OFF", ORANGE), (1, "ON", GREEN)])),
         stat("Preferred replica imbalance",
              "Partitions led by a replica other than their preferred one "
              "(PreferredReplicaImbalanceCount of the active controller). Informational: "

@@ -156,6 +156,10 @@ class Catalog:
     def __init__(self, data: dict[str, Any]) -> None:
         self.metrics: dict[str, MetricDef] = {}
         self._jmx: dict[tuple[str, str | None, str | None, str | None], MetricDef] = {}
+        # Metrics that are one series of a labelled bean (a key property beyond type and
+        # name fixed, e.g. FinalizedLevel's featureName): looked up before the bean's own.
+        self._jmx_series: dict[tuple[str, str | None, str | None, str | None],
+                               list[tuple[tuple[tuple[str, str], ...], MetricDef]]] = {}
         self.prometheus: list[NamedSeries] = []
         self.otel: list[NamedSeries] = []
         self.telegraf: list[NamedSeries] = []
@@ -179,7 +183,11 @@ class Catalog:
             if metric.jmx_mbean:
                 domain, props = parse_object_name(metric.jmx_mbean)
                 key = (domain, props.get("type"), props.get("name"), metric.jmx_attribute)
-                self._jmx[key] = metric
+                fixed = jmx_series_props(metric)
+                if fixed:
+                    self._jmx_series.setdefault(key, []).append((fixed, metric))
+                else:
+                    self._jmx[key] = metric
             for entry in spec.get("prometheus") or []:
                 self.prometheus.append(self._series(metric, entry, "labels", "schemes"))
             for entry in spec.get("otel") or []:
@@ -263,12 +271,26 @@ class Catalog:
     def from_jmx(self, domain: str, props: dict[str, str], attribute: str) -> MetricDef | None:
         """The metric an MBean attribute is, or None when the catalog does not know it."""
         type_, name = props.get("type"), props.get("name")
+        for key in ((domain, type_, name, None), (domain, type_, name, attribute)):
+            for fixed, metric in self._jmx_series.get(key, ()):
+                if all(props.get(k) == v for k, v in fixed):
+                    return metric
         return self._jmx.get((domain, type_, name, None)) or self._jmx.get(
             (domain, type_, name, attribute)
         )
 
     def is_attribute_metric(self, metric: MetricDef) -> bool:
         return metric.jmx_attribute is not None
+
+
+def jmx_series_props(metric: MetricDef) -> tuple[tuple[str, str], ...]:
+    """The key properties beyond type and name that a metric's MBean fixes (sorted): those
+    of a metric that is one series of a labelled bean, which its samples do not carry as
+    labels (as a Prometheus name's matched labels are consumed)."""
+    if not metric.jmx_mbean:
+        return ()
+    _, props = parse_object_name(metric.jmx_mbean)
+    return tuple(sorted((k, v) for k, v in props.items() if k not in ("type", "name")))
 
 
 @functools.cache

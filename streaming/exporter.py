@@ -73,6 +73,7 @@ CLUSTER_COLUMNS = {
     metric.PREFERRED_REPLICA_IMBALANCE: "preferred_imbalance",
     metric.CONTROLLER_ELECTIONS_5M: "controller_elections_5m",
     metric.ELR_ELECTIONS_WINDOW_INCREASE: "elr_elections_increase",
+    metric.ELR_ENABLED: "elr_enabled",
 }
 EXTRA_LABELS = {
     metric.PARTITION_CEILING: ["bound"],

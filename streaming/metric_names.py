@@ -38,6 +38,7 @@ ACTIVE_BROKERS = "kafka_health_active_brokers"
 PREFERRED_REPLICA_IMBALANCE = "kafka_health_preferred_replica_imbalance"
 CONTROLLER_ELECTIONS_5M = "kafka_health_controller_elections_5m"
 ELR_ELECTIONS_WINDOW_INCREASE = "kafka_health_elr_elections_window_increase"
+ELR_ENABLED = "kafka_health_elr_enabled"
 CLUSTER_LAST_SAMPLE_TIMESTAMP_SECONDS = "kafka_health_cluster_last_sample_timestamp_seconds"
 
 # headroom (labels: cluster, broker)

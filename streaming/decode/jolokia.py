@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from streaming.bounded_cache import ANSWER_KEY_CHARS, AnswerCache
-from streaming.catalog import Catalog, parse_object_name
+from streaming.catalog import Catalog, jmx_series_props, parse_object_name
 from streaming.decode.common import DecodeError, Observation, Observations, Rejected
 
 IDENTITY_PROPS = ("type", "name")
@@ -88,6 +88,9 @@ def resolve_attribute(catalog: Catalog, object_name: str, attribute: str,
         resolved = (None, attribute, "gauge", unknown_labels)
     else:
         canonical = "Value" if catalog.is_attribute_metric(metric) else attribute
+        fixed = jmx_series_props(metric)
+        if fixed:  # the properties that name the series are its identity, not labels
+            labels = {k: v for k, v in labels.items() if (k, v) not in fixed}
         resolved = (metric.name, canonical, metric.sample_kind(canonical), labels)
     cache.put((object_name, attribute), resolved)
     return resolved

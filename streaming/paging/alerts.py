@@ -73,6 +73,9 @@ def build_alerts(config: AlertPushConfig, incidents: list[dict[str, Any]],
         cause = incident.get("cause")
         fields.update({name: f"{before}{cause}{after}" if cause else ""
                        for name, (before, after) in spec.causes.items()})
+        elr = incident.get("elr_enabled")  # as kafka_health_elr_enabled: 1, 0 or unknown
+        fields.update({name: on if elr == 1.0 else off if elr == 0.0 else ""
+                       for name, (on, off) in spec.elr.items()})
         started = utc(incident["started_at"])
         resolved = incident.get("resolved_at")
         if resolved is not None:

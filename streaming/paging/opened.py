@@ -7,6 +7,7 @@ its resolution. Pushing from the rows saves those seconds on the data-loss page.
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -14,6 +15,11 @@ from streaming.exporter import window_rank
 from streaming.identity import CLUSTER_WIDE
 from streaming.paging.alerts import utc
 from streaming.signals.incidents import CLUSTER_EVENT_CONDITIONS, POSITIVE_BROKER_CONDITIONS
+
+# The broker_signals columns of the finalized feature levels the early push reads besides
+# the conditions': the ELR feature's, and metadata.version's (published by every KRaft node,
+# so a node publishing it and not the ELR level has ELR off: streaming.signals.cluster).
+FEATURE_LEVELS = ("elr_version_last", "metadata_version_last")
 
 
 def opened_in_signals(rows: list[dict[str, Any]], fresh_seconds: float,
@@ -55,4 +61,19 @@ def opened_in_signals(rows: list[dict[str, Any]], fresh_seconds: float,
                     "peak_value": count, "incident_id": None})
                 event["started_at"] = min(event["started_at"], row["window_start"])
                 event["peak_value"] = max(event["peak_value"], count)
-    return opened + list(cluster_events.values())
+    found = opened + list(cluster_events.values())
+    # whether the cluster had eligible leader replicas on, as kafka_health_elr_enabled says
+    # it (the unclean-election page tells), from the levels its newest rows report
+    elr: dict[str, float] = {}
+    for row in (r for _, tied in newest.values() for r in tied):
+        known = [_number(row.get(column)) for column in FEATURE_LEVELS]
+        if any(level is not None for level in known):
+            on = known[0] is not None and known[0] >= 1
+            elr[row["cluster"]] = max(elr.get(row["cluster"], 0.0), float(on))
+    for incident in found:
+        incident["elr_enabled"] = elr.get(incident["cluster"])
+    return found
+
+
+def _number(value: Any) -> float | None:
+    return None if value is None or math.isnan(value) else float(value)

@@ -39,13 +39,15 @@ RULES_FILE = Path("alerts") / "kafka-health.rules.yml"
 class AlertSpec:
     """The Prometheus rule of one incident kind as the push renders it: the rule's labels
     (severity, team, category) verbatim and its annotations as str.format templates over
-    {cluster}/{broker}/{value} and one {causeN} per cause block, whose text around the
-    cause is in `causes` (see templates.translate)."""
+    {cluster}/{broker}/{value}, one {causeN} per cause block, whose text around the
+    cause is in `causes`, and one {elrN} per ELR block, whose texts for on and off are in
+    `elr` (see templates.translate)."""
 
     alertname: str
     labels: dict[str, str]
     annotations: dict[str, str]
     causes: dict[str, tuple[str, str]] = field(default_factory=dict)
+    elr: dict[str, tuple[str, str]] = field(default_factory=dict)
 
 
 def rules_path() -> Traversable:
@@ -100,10 +102,11 @@ def _spec(kind: str, alertname: str, found: list[dict[str, Any]], path: Traversa
             raise AlertRulesError(f"alert_push.kinds {kind!r}: {alertname} label {name} is a "
                                   f"template ({value!r}); the push carries static labels only")
     causes: dict[str, tuple[str, str]] = {}
+    elr: dict[str, tuple[str, str]] = {}
     annotations = {str(name): translate(str(text), f"alert_push.kinds {kind!r}: {path} "
-                                                   f"{alertname} annotation {name}", causes)
+                                                   f"{alertname} annotation {name}", causes, elr)
                    for name, text in (rule.get("annotations") or {}).items()}
-    return AlertSpec(alertname, labels, annotations, causes)
+    return AlertSpec(alertname, labels, annotations, causes, elr)
 
 
 def spec_for(kind: str) -> AlertSpec:

@@ -9,7 +9,13 @@ be known here) and the cause block
     {{ with printf `kafka_health_metadata_cause_info{...}` ... | query }}{{ range . }}
     TEXT{{ .Labels.cause }}TEXT{{ end }}{{ end }}
 
-rendered from the incident's `cause`: with one, the block's text around it; without, nothing.
+rendered from the incident's `cause`: with one, the block's text around it; without, nothing;
+and the eligible-leader-replicas block
+
+    {{ with printf `kafka_health_elr_enabled{...}` ... | query }}{{ range . }}
+    {{ if eq .Value 1.0 }}ON{{ else }}OFF{{ end }}{{ end }}{{ end }}
+
+rendered from the incident's `elr_enabled`: ON for 1, OFF for 0, nothing when unknown.
 Any other construct (a `humanizePercentage` pipe, another label, another query, trim markers)
 is refused with AlertRulesError.
 """
@@ -32,6 +38,11 @@ _CAUSE_BLOCK = re.compile(
     r"\{\{\s*with\s+printf\s+`kafka_health_metadata_cause_info\{[^`]*`[^{}|`]*\|\s*query\s*\}\}"
     r"\{\{\s*range\s+\.\s*\}\}(?P<before>[^{}]*)\{\{\s*\.Labels\.cause\s*\}\}(?P<after>[^{}]*)"
     r"\{\{\s*end\s*\}\}\{\{\s*end\s*\}\}")
+# Whether the alert's cluster had eligible leader replicas on: one text for on, one for off.
+_ELR_BLOCK = re.compile(
+    r"\{\{\s*with\s+printf\s+`kafka_health_elr_enabled\{[^`]*`[^{}|`]*\|\s*query\s*\}\}"
+    r"\{\{\s*range\s+\.\s*\}\}\{\{\s*if\s+eq\s+\.Value\s+1\.0\s*\}\}(?P<on>[^{}]*)"
+    r"\{\{\s*else\s*\}\}(?P<off>[^{}]*)\{\{\s*end\s*\}\}\{\{\s*end\s*\}\}\{\{\s*end\s*\}\}")
 
 
 class AlertRulesError(ConfigError):
@@ -39,18 +50,27 @@ class AlertRulesError(ConfigError):
     template construct the push cannot render as Prometheus does."""
 
 
-def translate(text: str, where: str, causes: dict[str, tuple[str, str]] | None = None) -> str:
+def translate(text: str, where: str, causes: dict[str, tuple[str, str]] | None = None,
+              elr: dict[str, tuple[str, str]] | None = None) -> str:
     """A rule template as a str.format template: `{{ $labels.cluster }}`, `{{ $labels.broker }}`
     and `{{ $value }}` become {cluster}, {broker} and {value}, each cause block becomes
-    {causeN} (its text before and after the cause recorded in `causes`), literal braces are
-    escaped, and any other action (pipes such as humanizePercentage, other labels, trim
-    markers, `with`) is refused with AlertRulesError naming `where` and the action."""
+    {causeN} (its text before and after the cause recorded in `causes`), each ELR block
+    {elrN} (its texts for on and off recorded in `elr`), literal braces are escaped, and
+    any other action (pipes such as humanizePercentage, other labels, trim markers, `with`)
+    is refused with AlertRulesError naming `where` and the action."""
     causes = {} if causes is None else causes
+    elr = {} if elr is None else elr
+    blocks = sorted([*_CAUSE_BLOCK.finditer(text), *_ELR_BLOCK.finditer(text)],
+                    key=lambda block: block.start())
     out, last = [], 0
-    for block in _CAUSE_BLOCK.finditer(text):
+    for block in blocks:
         out.append(_translate_actions(text[last:block.start()], where))
-        name = f"cause{len(causes)}"
-        causes[name] = (block.group("before"), block.group("after"))
+        if block.re is _ELR_BLOCK:
+            name = f"elr{len(elr)}"
+            elr[name] = (block.group("on"), block.group("off"))
+        else:
+            name = f"cause{len(causes)}"
+            causes[name] = (block.group("before"), block.group("after"))
         out.append("{" + name + "}")
         last = block.end()
     out.append(_translate_actions(text[last:], where))

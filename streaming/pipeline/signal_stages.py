@@ -24,6 +24,7 @@ from streaming.exporter import BROKER_ROW_COLUMNS, Exporter
 from streaming.headroom.stage import HeadroomTracker
 from streaming.metadata.board import CauseBoard
 from streaming.paging import AlertPusher, opened_in_signals
+from streaming.paging.opened import FEATURE_LEVELS
 from streaming.pipeline.incident_causes import stored_causes, with_causes
 from streaming.pipeline.stats import stopwatch, summed
 from streaming.pipeline.view_agreement import ViewAgreement, metrics_views
@@ -62,7 +63,21 @@ PERSIST_ROW_COLUMNS = ["cluster", "broker", "window_start", "last_sample_ts",
 # broker, and its rows as dicts of every column cost a tenth of the driver's Python.
 PAGE_ROW_COLUMNS = list(dict.fromkeys([*BROKER_ROW_COLUMNS,
                                        *POSITIVE_BROKER_CONDITIONS.values(),
-                                       *CLUSTER_EVENT_CONDITIONS.values()]))
+                                       *CLUSTER_EVENT_CONDITIONS.values(),
+                                       *FEATURE_LEVELS]))
+
+
+def newest_elr_enabled(cluster_rows: pa.Table) -> dict[str, float]:
+    """Per cluster, elr_enabled of its newest window that says (kafka_health_elr_enabled's
+    value); a cluster none of whose windows says is left out."""
+    known = cluster_rows.filter(pc.is_valid(cluster_rows["elr_enabled"]))
+    newest: dict[str, tuple[datetime, float]] = {}
+    for cluster, start, value in zip(known["cluster"].to_pylist(),
+                                     known["window_start"].to_pylist(),
+                                     known["elr_enabled"].to_pylist(), strict=True):
+        if cluster not in newest or start > newest[cluster][0]:
+            newest[cluster] = (start, value)
+    return {cluster: value for cluster, (_, value) in newest.items()}
 
 
 class WindowRows(NamedTuple):
@@ -355,7 +370,11 @@ class SignalStages:
                                 self.cause_of if self.causes is not None else None)
         self.tables["incidents"].upsert(incidents, batch_id)
         if self.config.alert_push.urls():
-            self.pusher.push(incidents.to_pylist(), self.may_page)
+            pushed = incidents.to_pylist()
+            elr = newest_elr_enabled(cluster_rows)
+            for incident in pushed:  # the unclean-election page says whether ELR was on
+                incident["elr_enabled"] = elr.get(incident["cluster"])
+            self.pusher.push(pushed, self.may_page)
 
     def cause_of(self, cluster: str, kind: str, broker: str) -> str | None:
         """The brokers the Admin API blames for an incident, from the newest fresh poll of

@@ -54,6 +54,7 @@ SIGNAL_METRICS = sorted({
     "LeaderCount", "NumLogSegments", "OpenFileDescriptorCount", "MaxFileDescriptorCount",
     "FencedBrokerCount", "ActiveBrokerCount", "PreferredReplicaImbalanceCount",
     "OfflineLogDirectoryCount", "BrokerMetadataLastAppliedRecordLagMs",
+    "EligibleLeaderReplicasVersion", "FinalizedMetadataVersion",
 })
 BROKER_KEYS = ("cluster", "broker", "window_start")
 # The bronze columns the signals read: the slice loads only these (it can hold a whole
@@ -210,6 +211,10 @@ LAST_SIGNALS = {  # column -> (metric, attribute): the value of the newest sampl
     # the state now: a broker restarting is fenced for a moment until it catches up with
     # the metadata log, which a window's max would hold for the whole window
     "fenced_brokers_last": ("FencedBrokerCount", "Value"),
+    # the ELR feature's finalized level as this node's metadata has it (>= 1: ELR is on;
+    # unpublished at 0), and metadata.version's, which says the node publishes the levels
+    "elr_version_last": ("EligibleLeaderReplicasVersion", "Value"),
+    "metadata_version_last": ("FinalizedMetadataVersion", "Value"),
 }
 MAX_SIGNALS = {  # column -> (metric, attribute)
     **{f"{name}_max": (metric, "Value") for name, metric in LEVEL_METRICS.items()},

@@ -187,6 +187,17 @@ def _micros(column: pa.ChunkedArray | pa.Array) -> list[int]:
     return pc.cast(column, pa.int64()).to_pylist()
 
 
+def elr_enabled(elr_level: pa.ChunkedArray, metadata_level: pa.ChunkedArray) -> pa.ChunkedArray:
+    """Per window: 1.0 when the ELR feature's finalized level is 1 or more, 0.0 when it is 0
+    or unpublished by nodes that publish metadata.version's (Kafka publishes no level of a
+    feature at 0), null when no node publishes feature levels. The inputs are the highest
+    level any node reported: every node's metadata has the same finalized levels, and the
+    highest is the newest (an upgrade reaches the nodes a moment apart)."""
+    on = pc.fill_null(pc.greater_equal(elr_level, 1.0), False)
+    off = pc.or_(pc.is_valid(elr_level), pc.is_valid(metadata_level))
+    return pc.if_else(on, 1.0, pc.if_else(off, 0.0, pa.scalar(None, pa.float64())))
+
+
 def cluster_signals(broker_rows: pa.Table, since: datetime | None = None) -> pa.Table:
     """Controller-scoped signals need every broker of the window, so this reads broker_signals.
 
@@ -223,6 +234,8 @@ def cluster_signals(broker_rows: pa.Table, since: datetime | None = None) -> pa.
         ("offline_log_dirs_max", "sum", skip_nulls),
         ("metadata_lag_ms_max", "max", skip_nulls),
         ("metadata_errors_increase", "sum", skip_nulls),
+        ("elr_version_last", "max", skip_nulls),
+        ("metadata_version_last", "max", skip_nulls),
     ])
     # over every window handed in: the look-back holds the span before the first asked
     churn = trailing_sum(grouped, controller_events(
@@ -269,5 +282,7 @@ def cluster_signals(broker_rows: pa.Table, since: datetime | None = None) -> pa.
         "offline_log_dirs_total": grouped["offline_log_dirs_max_sum"],
         "metadata_lag_ms_max": grouped["metadata_lag_ms_max_max"],
         "metadata_errors_increase": grouped["metadata_errors_increase_sum"],
+        "elr_enabled": elr_enabled(grouped["elr_version_last_max"],
+                                   grouped["metadata_version_last_max"]),
         "updated_at": pa.array([now] * grouped.num_rows, pa.timestamp("us", "UTC")),
     }).cast(schema)

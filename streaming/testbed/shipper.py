@@ -30,7 +30,7 @@ from typing import Any
 
 import orjson
 
-from streaming.catalog import load_catalog
+from streaming.catalog import jmx_series_props, load_catalog, parse_object_name
 from streaming.logsetup import kafka_logger
 from streaming.simulate.formats import go_float
 
@@ -63,10 +63,14 @@ def jolokia_requests() -> list[dict[str, Any]]:
     for metric in load_catalog().metrics.values():
         if not metric.jmx_mbean:
             continue
+        mbean = metric.jmx_mbean
+        if jmx_series_props(metric):  # one series of a labelled bean: read the bean's pattern
+            domain, props = parse_object_name(mbean)
+            mbean = f"{domain}:type={props['type']},name={props['name']}"
         if metric.jmx_attribute:
-            request = {"type": "read", "mbean": metric.jmx_mbean, "attribute": metric.jmx_attribute}
+            request = {"type": "read", "mbean": mbean, "attribute": metric.jmx_attribute}
         else:
-            request = {"type": "read", "mbean": f"{metric.jmx_mbean},*"}
+            request = {"type": "read", "mbean": f"{mbean},*"}
         out.setdefault((request["mbean"], request.get("attribute")), request)
     # java.lang attributes of one bean go in one request, as Telegraf's input does.
     merged: dict[str, dict[str, Any]] = {}

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from streaming import paging
+from streaming import metric_names, paging
 from streaming.config import AlertPushConfig
 from tests.alerts.test_rules import RULES, assert_ok, by_alert, contract, run, tool
 
@@ -45,12 +45,13 @@ def value_series(kind: str) -> tuple[str, dict[str, str], bool]:
 
 
 def pushed(kind: str, series: dict[str, str], value: float,
-           cause: str | None = None, per_broker: bool = True) -> dict[str, Any]:
+           cause: str | None = None, per_broker: bool = True,
+           elr: float | None = None) -> dict[str, Any]:
     push = AlertPushConfig(alertmanager_urls=["http://am"], kinds=[kind])
     broker = series.get("broker", "*") if per_broker else "*"
     incident = {"kind": kind, "cluster": CLUSTER, "broker": broker,
                 "started_at": datetime(2024, 5, 1, tzinfo=UTC), "resolved_at": None,
-                "peak_value": value, "incident_id": "id", "cause": cause}
+                "peak_value": value, "incident_id": "id", "cause": cause, "elr_enabled": elr}
     [alert] = paging.build_alerts(push, [incident])
     return alert
 
@@ -73,13 +74,14 @@ def cause_series(kind: str, cause: str) -> list[dict[str, str]]:
              "values": "1x60"}]
 
 
-def rule_test(kind: str, value: float, edit: Any = None, cause: str | None = None
-              ) -> dict[str, Any]:
+def rule_test(kind: str, value: float, edit: Any = None, cause: str | None = None,
+              elr: float | None = None) -> dict[str, Any]:
     """A promtool test group: the kind's series at `value` for 10 minutes (past any `for:`),
-    every gate open (broker fresh, brokers reporting), with the Admin API's `cause` when
-    given, and the pushed alert expected (its incident carrying that cause)."""
+    every gate open (broker fresh, brokers reporting), with the Admin API's `cause` and the
+    cluster's kafka_health_elr_enabled `elr` when given, and the pushed alert expected (its
+    incident carrying them)."""
     metric, series, per_broker = value_series(kind)
-    alert = pushed(kind, series, value, cause, per_broker)
+    alert = pushed(kind, series, value, cause, per_broker, elr)
     expected = {
         "exp_labels": {k: v for k, v in alert["labels"].items() if k not in PUSH_ONLY_LABELS},
         "exp_annotations": {k: v for k, v in alert["annotations"].items()
@@ -98,6 +100,8 @@ def rule_test(kind: str, value: float, edit: Any = None, cause: str | None = Non
             {"series": selector("kafka_health_brokers_reporting", {"cluster": CLUSTER}),
              "values": "3x60"},
             *(cause_series(kind, cause) if cause else []),
+            *([{"series": selector(metric_names.ELR_ENABLED, {"cluster": CLUSTER}),
+                "values": f"{elr!r}x60"}] if elr is not None else []),
         ],
         "alert_rule_test": [{"eval_time": "5m", "alertname": alert["labels"]["alertname"],
                              "exp_alerts": [expected]}],
@@ -124,6 +128,18 @@ def test_a_pushed_cause_is_the_cause_prometheus_renders(tmp_path: Path) -> None:
     groups = [rule_test(kind, 6.0, cause=cause) for kind in CAUSE_KINDS
               for cause in ("brokers 4 and 5 out of ISR", "broker 2 unavailable (and 3 more)")]
     assert all("Admin API" in str(g) for g in groups), "the cause is in every expectation"
+    assert_ok(promtool(tmp_path, groups))
+
+
+def test_the_pushed_unclean_election_says_whether_elr_was_on_as_prometheus_does(
+        tmp_path: Path) -> None:
+    """The push renders the ELR block from the incident's elr_enabled; Prometheus from
+    kafka_health_elr_enabled of the cluster: on, off, and nothing when unknown."""
+    groups = [rule_test("unclean_election", 1.0, elr=elr) for elr in (1.0, 0.0, None)]
+    descriptions = [g["alert_rule_test"][0]["exp_alerts"][0]["exp_annotations"]["description"]
+                    for g in groups]
+    assert "were on" in descriptions[0] and "were off" in descriptions[1]
+    assert "KIP-966" not in descriptions[2]
     assert_ok(promtool(tmp_path, groups))
 
 

@@ -439,6 +439,7 @@ def _value(metric: str, labels: dict[str, str], troubled: bool) -> float:
         "kafka_health_preferred_replica_imbalance": 4 if troubled else 0,
         "kafka_health_controller_elections_5m": 3 if troubled else 0,
         "kafka_health_elr_elections_window_increase": 1 if troubled else 0,
+        "kafka_health_elr_enabled": 0 if troubled else 1,
         "kafka_health_cluster_last_sample_timestamp_seconds": time.time() - 5,
         "kafka_health_partition_ceiling": 2000 + 1000 * BOUNDS.index(labels.get("bound", "mmap")),
         "kafka_health_partition_headroom_ratio": 0.1,

@@ -11,8 +11,8 @@ under both names; after the repair (the broker restarted with the directory back
 gauge reads 0 again and the incidents resolve.
 
 Healthy: every node reports the new series in every window under both names, the cluster
-rows carry the active controller's view (nothing fenced, every broker active), and no
-KRaft incident opens.
+rows carry the active controller's view (nothing fenced, every broker active) and ELR on
+(Kafka 4.4's default for a new cluster), and no KRaft incident opens.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import time
 import pandas as pd
 from confluent_kafka.admin import AdminClient
 
+from streaming import metric_names as metric
 from streaming.testbed import faults
 from streaming.testbed.kafka import create_topic
 from tests.conftest import wait_for
@@ -120,6 +121,8 @@ def test_healthy_nodes_report_the_kraft_series_and_open_no_kraft_incident(health
         assert pd.notna(row["offline_log_dirs_max"]), where
         assert pd.notna(row["metadata_lag_ms_max"]), where
         assert row["offline_log_dirs_max"] == 0.0, where
+        # Kafka 4.4 formats a new cluster with eligible.leader.replicas.version 1
+        assert row["elr_version_last"] == 1.0, where
         if row["broker"] in controllers:
             assert pd.notna(row["fenced_brokers_last"]), where
         else:
@@ -135,6 +138,9 @@ def test_healthy_nodes_report_the_kraft_series_and_open_no_kraft_incident(health
     for row in known.itertuples():
         assert row.fenced_brokers == 0.0, row
         assert row.active_brokers == truth, row
+    assert (clusters.elr_enabled == 1.0).all(), clusters[["cluster", "window_start", "elr_enabled"]]
+    for name in NAMES:
+        assert exported(bed, metric.ELR_ENABLED).get((name,)) == 1.0, name
     incidents = table(bed.delta, "incidents")
     if not incidents.empty:
         recent = incidents[incidents["started_at"].map(epoch) >= since - 2 * WINDOW]

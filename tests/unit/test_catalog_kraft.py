@@ -29,7 +29,8 @@ CONTROLLER_METRICS = {"FencedBrokerCount", "ActiveBrokerCount", "TimedOutBrokerH
                       "ElectionFromEligibleLeaderReplicasPerSec"}
 # ... and of every broker
 BROKER_METRICS = {"BrokerMetadataLastAppliedRecordLagMs", "BrokerMetadataLoadErrorCount",
-                  "BrokerMetadataApplyErrorCount", "OfflineLogDirectoryCount", "FinalizedLevel"}
+                  "BrokerMetadataApplyErrorCount", "OfflineLogDirectoryCount", "FinalizedLevel",
+                  "EligibleLeaderReplicasVersion", "FinalizedMetadataVersion"}
 COUNTERS = {"TimedOutBrokerHeartbeatCount", "NewActiveControllersCount", "MetadataErrorCount",
             "BrokerMetadataLoadErrorCount", "BrokerMetadataApplyErrorCount"}
 
@@ -83,14 +84,20 @@ def test_a_broker_only_node_has_no_controller_beans(fmt):
 
 
 @pytest.mark.parametrize("fmt", ["jolokia", "prometheus"])
-def test_finalized_levels_keep_the_feature_label(fmt):
-    """The ELR feature is one FinalizedLevel series among the features, told by its label."""
+def test_the_elr_and_metadata_levels_are_metrics_of_their_own_the_others_keep_labels(fmt):
+    """The ELR feature's FinalizedLevel series is EligibleLeaderReplicasVersion and
+    metadata.version's FinalizedMetadataVersion, without the label that named them (in both
+    formats alike); the other features stay FinalizedLevel, told apart by their label."""
     node = NODES["broker"]
     observations, _ = (jolokia.decode(jolokia_doc(node), load_catalog()) if fmt == "jolokia"
                        else prometheus.decode(adapter_doc(node), load_catalog()))
     features = {o.labels.get("featureName") for o in observations if o.metric == "FinalizedLevel"}
-    assert "eligibleLeaderReplicasVersion" in features
-    assert "metadataVersion" in features
+    assert features == {"groupVersion", "shareVersion", "streamsVersion", "transactionVersion"}
+    for metric, value in (("EligibleLeaderReplicasVersion", 1.0),
+                          ("FinalizedMetadataVersion", 33.0)):
+        found = [o for o in observations if o.metric == metric]
+        assert [(o.attribute, o.kind, o.value) for o in found] == [("Value", "gauge", value)]
+        assert "featureName" not in found[0].labels
 
 
 def test_every_recorded_kraft_name_is_in_the_catalog_and_nothing_else_is_claimed():

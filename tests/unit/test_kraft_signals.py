@@ -31,6 +31,7 @@ CONTROLLER = "kafka.controller:type=KafkaController,name="
 STATS = "kafka.controller:type=ControllerStats,name="
 BROKER_METADATA = "kafka.server:type=broker-metadata-metrics"
 LOG_DIRS = "kafka.log:type=LogManager,name=OfflineLogDirectoryCount"
+ELR_LEVEL = "kafka.server:type=MetadataLoader,name=FinalizedLevel,featureName=eligibleLeaderReplicasVersion"
 
 
 def scrape(role: str, broker: str, at: float, changes: dict[tuple[str, str], float]
@@ -107,6 +108,28 @@ def test_elections_every_controller_counts_are_counted_once_and_elr_apart_from_u
     assert clusters[0]["unclean_elections_increase"] == 0.0
     assert clusters[0]["controller_elections_increase"] == 1.0
     assert clusters[0]["controller_elections_5m"] == 1.0
+
+
+def test_elr_is_enabled_where_the_nodes_report_the_feature_at_level_one():
+    """Recorded 4.4 nodes report eligibleLeaderReplicasVersion 1 beside metadataVersion 33.
+    With ELR off Kafka publishes no level for the feature (a level 0 is not finalized), so
+    nodes publishing metadataVersion's alone say off; nodes publishing no feature level
+    (ZooKeeper mode, or not shipped) say nothing."""
+    brokers, clusters = signals([scrape("broker,controller", "1", 5, {}),
+                                 scrape("broker", "4", 5, {})])
+    assert brokers[("1", 0)]["elr_version_last"] == 1.0
+    assert brokers[("4", 0)]["metadata_version_last"] == 33.0
+    assert clusters[0]["elr_enabled"] == 1.0
+    _, clusters = signals([scrape("broker,controller", "1", 5, {(ELR_LEVEL, "Value"): 0.0})])
+    assert clusters[0]["elr_enabled"] == 0.0
+    unpublished = [row for row in scrape("broker", "4", 5, {})
+                   if row["metric"] != "EligibleLeaderReplicasVersion"]
+    brokers, clusters = signals([unpublished])
+    assert brokers[("4", 0)]["elr_version_last"] is None
+    assert clusters[0]["elr_enabled"] == 0.0
+    no_levels = [row for row in unpublished if row["metric"] != "FinalizedMetadataVersion"]
+    _, clusters = signals([no_levels])
+    assert clusters[0]["elr_enabled"] is None
 
 
 def test_controller_churn_sums_the_elections_of_the_last_five_minutes():

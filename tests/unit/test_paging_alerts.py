@@ -56,6 +56,26 @@ def test_early_push_reads_each_brokers_newest_fresh_window() -> None:
     assert parse(alert["endsAt"]) > now, "open until the incidents step says otherwise"
 
 
+def test_the_early_unclean_page_says_whether_elr_was_on_from_the_feature_level() -> None:
+    """The rows' eligible.leader.replicas.version says whether the cluster had ELR on, as
+    kafka_health_elr_enabled does for the rule (off where only metadata.version's level is
+    published); rows with no feature level leave it unsaid."""
+    now = T0 + timedelta(minutes=2, seconds=40)
+    for level, metadata, said, sentence in ((1.0, 33.0, 1.0, "were on"),
+                                            (None, 33.0, 0.0, "were off"),  # unpublished at 0
+                                            (None, None, None, None)):
+        levels = {"elr_version_last": level, "metadata_version_last": metadata}
+        rows = [signal_row("1", 2, unclean=1.0) | levels, signal_row("4", 2) | levels]
+        [opened] = paging.opened_in_signals(rows, fresh_seconds=180, now=now)
+        assert opened["elr_enabled"] == said
+        [alert] = build_alerts(config("http://x"), [opened], now=now)
+        description = alert["annotations"]["description"]
+        if sentence is None:
+            assert "KIP-966" not in description
+        else:
+            assert f"Eligible leader replicas (KIP-966) {sentence} in this cluster" in description
+
+
 def test_early_push_is_not_hidden_by_a_window_ahead_of_the_wall_clock() -> None:
     """A sample dated minutes ahead made its window the broker's "newest": the real
     under-min-ISR of 7 in the current window was not pushed."""

@@ -30,6 +30,9 @@ from tests.unit.paging_builders import (
 
 CAUSE_BLOCK = re.compile(r"\{\{ with printf `kafka_health_metadata_cause_info.*?\}\}\{\{ range \. \}\}"
                          r"(.*?)\{\{ \.Labels\.cause \}\}(.*?)\{\{ end \}\}\{\{ end \}\}")
+ELR_BLOCK = re.compile(r"\{\{ with printf `kafka_health_elr_enabled.*?\}\}\{\{ range \. \}\}"
+                       r"\{\{ if eq \.Value 1\.0 \}\}(.*?)\{\{ else \}\}(.*?)"
+                       r"\{\{ end \}\}\{\{ end \}\}\{\{ end \}\}")
 
 
 def render_rule_text(template: str, labels: dict[str, str], value: str,
@@ -37,9 +40,10 @@ def render_rule_text(template: str, labels: dict[str, str], value: str,
     """The actions the push renders, substituted naively (no whitespace folding: the pushed
     text must equal the rule's to the character, as promtool checks in
     tests/alerts/test_paging_render.py); a cause block is its text around `cause`, or
-    nothing without one."""
+    nothing without one; an ELR block is nothing (the incident does not say)."""
     text = CAUSE_BLOCK.sub(lambda m: f"{m.group(1)}{cause}{m.group(2)}" if cause else "",
                            template)
+    text = ELR_BLOCK.sub("", text)
     text = text.replace("{{ $value }}", value)
     return re.sub(r"\{\{ \$labels\.(\w+) \}\}", lambda m: labels.get(m.group(1), ""), text)
 
