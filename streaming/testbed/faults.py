@@ -9,11 +9,13 @@ from __future__ import annotations
 import base64
 import re
 import signal
+import subprocess
 import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+from streaming.runtime.jvm import classpath, java
 from streaming.testbed.kafka import KafkaCluster, KafkaError
 from streaming.testbed.truth import Snapshot, active_controller, admin_snapshot
 
@@ -156,3 +158,18 @@ def repair_log_dir(cluster: KafkaCluster, broker: int, directory: Path) -> None:
             directory.unlink()
         failed.rename(directory)
     start_broker(cluster, broker)
+
+
+def set_feature(cluster: KafkaCluster, feature: str, level: int) -> None:
+    """Finalize a cluster feature at `level` with Kafka's own kafka-features.sh (upgrade or
+    downgrade), e.g. eligible.leader.replicas.version=0 to turn ELR (KIP-966) off."""
+    result = subprocess.run(
+        [java(), "-Xmx128m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
+         "-Dlog4j2.level=ERROR", "-cp", classpath("kafka"),
+         "org.apache.kafka.tools.FeatureCommand", "--bootstrap-server", live_bootstrap(cluster),
+         "downgrade" if level == 0 else "upgrade", "--feature", f"{feature}={level}"],
+        capture_output=True, text=True, timeout=60,
+    )
+    if result.returncode != 0:
+        raise KafkaError(f"setting {feature}={level} failed: "
+                         f"{(result.stdout + result.stderr)[-1000:]}")

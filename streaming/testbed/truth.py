@@ -14,9 +14,9 @@ min.insync.replicas. From those, the broker-level numbers Kafka's own gauges mea
   random broker as "controller" under KRaft);
 - the controller's own view (the brokers it fenced, its elections by kind: unclean, from
   the eligible leader replicas, of new active controllers), read from the controllers'
-  beans over Jolokia on demand, where the Admin API has no call for it; and a topic's
-  partitions as Kafka's TopicCommand describes them (with the eligible leader replicas,
-  which librdkafka does not show).
+  beans over Jolokia on demand, where the Admin API has no call for it, as are a node's
+  finalized feature levels; and a topic's partitions as Kafka's TopicCommand describes
+  them (with the eligible leader replicas, which librdkafka does not show).
 """
 
 from __future__ import annotations
@@ -272,3 +272,23 @@ def topic_description(bootstrap: str, topic: str, timeout: float = 30.0) -> str:
         capture_output=True, text=True, timeout=timeout,
     )
     return result.stdout.strip()
+
+
+def feature_levels(jolokia_url: str, timeout: float = 2.0) -> dict[str, float]:
+    """The finalized feature levels a node publishes (its MetadataLoader FinalizedLevel
+    beans, by featureName), read over Jolokia; {} when the node does not answer."""
+    body = json.dumps({"type": "read",
+                       "mbean": "kafka.server:type=MetadataLoader,name=FinalizedLevel,*"}).encode()
+    request = urllib.request.Request(jolokia_url, data=body,
+                                     headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310
+            beans = json.loads(response.read()).get("value") or {}
+    except (OSError, ValueError):
+        return {}
+    levels = {}
+    for bean, values in beans.items():
+        found = re.search(r"featureName=([^,]+)", bean)
+        if found:
+            levels[found.group(1)] = float(values["Value"])
+    return levels

@@ -21,6 +21,11 @@ started alone. The controller elects it from the ELR, counts it in
 ElectionFromEligibleLeaderReplicasPerSec and not as unclean, and every acknowledged
 record is still there. The pipeline must count one ELR election, no unclean one, and open
 an elr_election incident, not an unclean_election one.
+
+ELR off (eligible.leader.replicas.version downgraded to 0 with kafka-features.sh, as a
+cluster created before Kafka 4.1 has it): the nodes stop publishing the feature's level,
+kafka_health_elr_enabled reads 0, and an unclean election still counts and opens an
+unclean_election incident as before; the feature is upgraded back afterwards.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ from streaming.testbed.truth import (
     active_controller,
     active_view,
     controller_view,
+    feature_levels,
     topic_description,
 )
 from tests.conftest import wait_for
@@ -190,6 +196,7 @@ def test_three_controller_failovers_within_five_minutes_are_churn(healthy: Bed) 
     opened = wait_for(lambda: _per_name(_incidents(bed, "controller_churn", since - WINDOW))
                       >= set(NAMES) and time.time(), 180,
                       "a controller_churn incident in both formats")
+    wait_caught_up(bed, done + 3 * WINDOW)  # the restarted nodes' counts are in
     clusters = table(bed.delta, "cluster_signals")
     clusters = clusters[clusters["window_start"].map(epoch) >= since - WINDOW]
     for row in _incidents(bed, "controller_churn", since - WINDOW).itertuples():
@@ -197,10 +204,11 @@ def test_three_controller_failovers_within_five_minutes_are_churn(healthy: Bed) 
         assert row.broker == "*" and row.peak_value >= 3, row
         FINDINGS.append(
             f"controller killed 3 times in {done - since:.0f}s (leaders {leaders}), "
-            f"{row.cluster}: elections counted {mine.controller_elections_increase.sum():.0f}, "
-            f"5-minute count up to {mine.controller_elections_5m.max():.0f}; churn incident "
-            f"from {epoch(row.started_at) - since:+.0f}s (written by +{opened - since:.0f}s, "
-            f"{opened - done:.0f}s after the last failover)")
+            f"{row.cluster}: elections counted {mine.controller_elections_increase.sum():.0f} "
+            f"(each restarted node counts the leader it finds), 5-minute count up to "
+            f"{mine.controller_elections_5m.max():.0f}; churn incident "
+            f"from {epoch(row.started_at) - since:+.0f}s (in the table by "
+            f"+{opened - since:.0f}s, when the test first looked)")
 
 
 def test_an_election_from_the_eligible_leader_replicas_is_elr_not_unclean(healthy: Bed) -> None:
@@ -280,3 +288,64 @@ def test_an_election_from_the_eligible_leader_replicas_is_elr_not_unclean(health
             f"{read}/{written} records read back; elr_election incident from "
             f"{epoch(row.started_at) - elected:+.0f}s of the election (written by "
             f"+{opened - elected:.0f}s), no unclean_election")
+
+
+ELR_FEATURE = "eligible.leader.replicas.version"
+
+
+def test_with_elr_off_an_unclean_election_still_pages_and_elr_reads_off(healthy: Bed) -> None:
+    bed = healthy
+    urls = [n.jolokia_url for n in bed.watched.nodes if n.jolokia_url]
+    topic = f"unclean-no-elr-{int(time.time())}"
+    create_topic(bed.watched.bootstrap, topic, assignment=[[4, 5]],
+                 config={"unclean.leader.election.enable": "true", "min.insync.replicas": "1"})
+    faults.set_feature(bed.watched, ELR_FEATURE, 0)
+    try:
+        # Kafka's truth: no node publishes the feature's level any more (a level 0 is not
+        # finalized), while metadata.version's stays
+        levels = wait_for(lambda: (lambda found: found if found and all(
+            "eligibleLeaderReplicasVersion" not in f and "metadataVersion" in f
+            for f in found) else None)([feature_levels(u) for u in urls]), 30,
+            "every node without the ELR feature level")
+        off = time.time()
+        wait_for(lambda: all(exported(bed, metric.ELR_ENABLED).get((n,)) == 0.0 for n in NAMES),
+                 60, f"{metric.ELR_ENABLED} 0 in both formats")
+        gauged = time.time()
+
+        def produce() -> None:
+            producer = Producer({"bootstrap.servers": faults.live_bootstrap(bed.watched),
+                                 "acks": "1"})
+            for _ in range(50):
+                producer.produce(topic, b"written to the leader alone")
+            if producer.flush(30):
+                raise KafkaException("records not delivered")
+
+        before = active_view(controller_view(
+            {n.node_id: n.jolokia_url for n in bed.watched.nodes
+             if "controller" in n.roles and n.jolokia_url}))
+        since = time.time()
+        faults.unclean_election(bed.watched, topic, 4, 5, produce)
+        elected = time.time()
+        after = active_view(controller_view(
+            {n.node_id: n.jolokia_url for n in bed.watched.nodes
+             if "controller" in n.roles and n.jolokia_url}))
+        opened = wait_for(lambda: _per_name(_incidents(bed, "unclean_election", since - WINDOW))
+                          >= set(NAMES) and time.time(), 180,
+                          "an unclean_election incident in both formats")
+        clusters = table(bed.delta, "cluster_signals")
+        clusters = clusters[clusters["window_start"].map(epoch) >= since]
+        for name in NAMES:
+            mine = clusters[clusters.cluster == name]
+            assert (mine.elr_enabled == 0.0).all(), mine[["window_start", "elr_enabled"]]
+            assert mine.elr_elections_increase.fillna(0).sum() == 0, name
+        counted = (None if before is None or after is None or before[0] != after[0]
+                   else after[1]["unclean_elections"] - before[1]["unclean_elections"])
+        FINDINGS.append(
+            f"ELR off ({ELR_FEATURE}=0): nodes publish levels {sorted(levels[0])}; "
+            f"{metric.ELR_ENABLED} 0 in both formats {gauged - off:.0f}s later; unclean "
+            f"election on {topic} (controller counted {counted}): unclean_election incident "
+            f"in both formats by +{opened - elected:.0f}s of the election")
+    finally:
+        faults.set_feature(bed.watched, ELR_FEATURE, 1)
+    wait_for(lambda: all(exported(bed, metric.ELR_ENABLED).get((n,)) == 1.0 for n in NAMES),
+             60, f"{metric.ELR_ENABLED} back to 1")
