@@ -217,6 +217,19 @@ COMPONENT_ACLS: dict[str, tuple[tuple[str, str, str, str], ...]] = {
     # the shipper and `simulate`: produce to the metrics topics
     "shipper": (("TOPIC", "{topics}", "LITERAL", "WRITE"),
                 ("TOPIC", "{topics}", "LITERAL", "DESCRIBE")),
+    # the durability probe: its topic created, extended, written and read back; preferred
+    # leaders elected (Alter on the cluster); the reader's group.id coordinator looked up
+    "probe": (("TOPIC", "kafka-health-probe", "LITERAL", "CREATE"),
+              ("TOPIC", "kafka-health-probe", "LITERAL", "DESCRIBE"),
+              ("TOPIC", "kafka-health-probe", "LITERAL", "ALTER"),
+              ("TOPIC", "kafka-health-probe", "LITERAL", "WRITE"),
+              ("TOPIC", "kafka-health-probe", "LITERAL", "READ"),
+              ("BROKER", "kafka-cluster", "LITERAL", "ALTER"),
+              ("GROUP", "kafka-health-", "PREFIXED", "DESCRIBE")),
+    # the consumer-group poller: every group, its topics' offsets and cleanup.policy
+    "groups": (("GROUP", "*", "LITERAL", "DESCRIBE"),
+               ("TOPIC", "*", "LITERAL", "DESCRIBE"),
+               ("TOPIC", "*", "LITERAL", "DESCRIBE_CONFIGS")),
     # `peek`: reads a sample by assignment
     "peek": (("TOPIC", "{topics}", "LITERAL", "READ"), ("TOPIC", "{topics}", "LITERAL", "DESCRIBE"),
              ("GROUP", "kafka-health-", "PREFIXED", "DESCRIBE")),
@@ -287,9 +300,13 @@ def grant_components(metrics: Any, topics: Iterable[str], watched: Any | None = 
     grant(metrics.client_config(), [
         binding for component in ("job", "shipper", "peek")
         for binding in component_bindings(component, COMPONENT_USERS[component], topics)])
-    if watched is not None:
-        grant(watched.client_config(),
-              component_bindings("poller", COMPONENT_USERS["poller"], ()))
+    if watched is not None:  # the probe and the group poller log in as the poller does
+        bindings = [binding for component in ("poller", "probe", "groups")
+                    for binding in component_bindings(component, COMPONENT_USERS["poller"], ())]
+        # an ACL two components share is granted once (Kafka refuses duplicates in a call)
+        grant(watched.client_config(), list({
+            (b.restype, b.name, b.resource_pattern_type, b.operation): b
+            for b in bindings}.values()))
 
 
 def secret_file(directory: Path, name: str, value: str) -> Path:

@@ -135,6 +135,12 @@ def job_config(bed: SimpleNamespace, directory: Path, engine: str) -> tuple[Path
         poller["secrets"]["ssl.key.password"] = {"env": "KH_TEST_POLLER_KEY_PASSWORD"}
         env["KH_TEST_POLLER_KEY_PASSWORD"] = key_password
         sections["metadata"].update(interval_seconds=2, timeout_seconds=1.5)
+        # the durability probe and the group poller log in as the poller does (its
+        # metadata.clusters settings), with the ACLs docs/security.md lists for them
+        sections["probe"] = {"enabled": True, "interval_seconds": 1, "window_seconds": 5,
+                             "timeout_seconds": 4, "topic_check_seconds": 5}
+        sections["consumer_groups"] = {"enabled": True, "interval_seconds": 2,
+                                       "timeout_seconds": 1.5}
     else:
         del sections["metadata"]
         password = bed.metrics.secured.users[COMPONENT_USERS["job"]]
@@ -235,6 +241,11 @@ def test_python_source_and_poller_page_a_fault_with_its_cause_and_no_secret(
         wait_for(lambda: job.poll() is None and count(delta, "bronze") > 0
                  and f'kafka_health_metadata_up{{cluster="{CLUSTER}"}} 1.0' in metrics_text(path),
                  150, "bronze rows read as kh-job and the watched cluster polled by certificate")
+        wait_for(lambda: job.poll() is None and all(
+            f'{name}{{cluster="{CLUSTER}"}} 1.0' in metrics_text(path)
+            for name in ("kafka_health_probe_up", "kafka_health_consumer_groups_up"))
+            and count(delta, "probe_windows") > 0, 90,
+            "the probe's acks=all writes and the groups read by certificate")
         faults.stop_broker(bed.watched, 3, "clean")
         faults.stop_broker(bed.watched, 2, "clean")
         wait_for(lambda: isr(bed.watched, ORDERS) == [1], 60, "leader 1 alone in the ISR")
