@@ -93,6 +93,7 @@ class CatalogTables(BackgroundLoop):
         self.spark = spark
         self.tables: Mapping[str, DeltaSink] = {}
         self.registered: set[str] = set()
+        self._session: Any = None  # made on the registration's thread, at its first use
         self._namespace_made = False
         self._failing = False
 
@@ -157,14 +158,24 @@ class CatalogTables(BackgroundLoop):
             self._failing = False
         return left
 
+    def _sql(self, text: str) -> Any:
+        """Run a statement in a session of the job's SparkContext tuned for Delta's work
+        (streaming.sinks.delta_spark.delta_session): a registration reads the table's log,
+        which with Delta's defaults takes 50 tasks a table."""
+        if self._session is None:
+            from streaming.sinks.delta_spark import delta_session  # imports delta-spark
+
+            self._session = delta_session(self.spark)
+        return self._session.sql(text)
+
     def _register(self, name: str, path: str) -> None:
         assert self.namespace
         if not self._namespace_made:
-            self.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {quoted(self.namespace)}")
+            self._sql(f"CREATE NAMESPACE IF NOT EXISTS {quoted(self.namespace)}")
             self._namespace_made = True
         full, location = table_name(self.namespace, name), spark_location(path)
-        self.spark.sql(f"CREATE TABLE IF NOT EXISTS {quoted(full)} USING delta "
-                       f"LOCATION {_sql_string(location)}")
+        self._sql(f"CREATE TABLE IF NOT EXISTS {quoted(full)} USING delta "
+                  f"LOCATION {_sql_string(location)}")
         registered = self.location(full)
         if registered is not None and not _same_location(registered, location):
             # another job's table, or this one's before delta.path moved: not ours to drop
@@ -178,7 +189,7 @@ class CatalogTables(BackgroundLoop):
 
     def location(self, full: str) -> str | None:
         """Where the catalog says table `full` is (None: it does not say)."""
-        for row in self.spark.sql(f"DESCRIBE TABLE EXTENDED {quoted(full)}").collect():
+        for row in self._sql(f"DESCRIBE TABLE EXTENDED {quoted(full)}").collect():
             if row[0] == "Location":
                 return str(row[1])
         return None

@@ -56,6 +56,25 @@ def running_session() -> SparkSession:
     return SparkSession.builder.getOrCreate()  # the running one, never a new context
 
 
+def delta_session(base: SparkSession) -> SparkSession:
+    """A new session of `base`'s SparkContext (its own SQL settings) for Delta's work, with
+
+    - vacuum keeping what `delta.vacuum_retain_hours` says, also under Delta's default
+      7 days, as delta-rs does (`enforce_retention_duration=False`);
+    - Delta's own jobs as wide as the cluster's cores: rebuilding a table's state from
+      its log (default 50 tasks after each commit, sized for logs of millions of files)
+      and VACUUM's listing (Spark's partition-discovery parallelism, default 10,000:
+      measured 170k tasks and 130 s for one small table on 2 cores, 6 s with 2).
+    """
+    session = base.newSession()
+    cores = str(session.sparkContext.defaultParallelism)
+    for key, value in (("spark.databricks.delta.retentionDurationCheck.enabled", "false"),
+                       ("spark.databricks.delta.snapshotPartitions", cores),
+                       ("spark.sql.sources.parallelPartitionDiscovery.parallelism", cores)):
+        session.conf.set(key, value)
+    return session
+
+
 class DeltaSparkTable(DeltaSink):
     """One table under `root`, a path or a Hadoop URL; the Spark session's settings reach
     the store (`spark.hadoop.*`), so there are no storage options of its own."""
@@ -74,23 +93,9 @@ class DeltaSparkTable(DeltaSink):
 
     @property
     def session(self) -> SparkSession:
-        """This table's own session (see the module's docstring), with
-
-        - vacuum keeping what `delta.vacuum_retain_hours` says, also under Delta's default
-          7 days, as delta-rs does (`enforce_retention_duration=False`);
-        - Delta's own jobs as wide as the cluster's cores: rebuilding a table's state from
-          its log (default 50 tasks after each commit, sized for logs of millions of files)
-          and VACUUM's listing (Spark's partition-discovery parallelism, default 10,000:
-          measured 170k tasks and 130 s for one small table on 2 cores, 6 s with 2).
-        """
+        """This table's own session (see the module's docstring and `delta_session`)."""
         if self._session is None:
-            session = (self._base or running_session()).newSession()
-            cores = str(session.sparkContext.defaultParallelism)
-            for key, value in (("spark.databricks.delta.retentionDurationCheck.enabled", "false"),
-                               ("spark.databricks.delta.snapshotPartitions", cores),
-                               ("spark.sql.sources.parallelPartitionDiscovery.parallelism", cores)):
-                session.conf.set(key, value)
-            self._session = session
+            self._session = delta_session(self._base or running_session())
         return self._session
 
     def _create(self) -> None:

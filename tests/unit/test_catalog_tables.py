@@ -65,6 +65,13 @@ def test_the_catalog_records_absolute_locations_and_s3_as_s3a(tmp_path: Path,
     assert quoted("main.kafka_health.bronze") == "`main`.`kafka_health`.`bronze`"
 
 
+class Conf(dict):
+    """SparkSession.conf's get and set."""
+
+    def set(self, key: str, value: str) -> None:
+        self[key] = value
+
+
 class StandInCatalog:
     """What the registration asks of a Spark session, over a dict of names: `down` makes
     every statement fail as an unreachable metastore does."""
@@ -73,7 +80,11 @@ class StandInCatalog:
         self.tables: dict[str, str] = {}
         self.statements: list[str] = []
         self.down = False
-        self.conf = {"spark.sql.catalogImplementation": implementation}
+        self.conf = Conf({"spark.sql.catalogImplementation": implementation})
+        self.sparkContext = type("Context", (), {"defaultParallelism": 2})()
+
+    def newSession(self) -> StandInCatalog:  # noqa: N802 - SparkSession's name
+        return self
 
     def sql(self, text: str) -> Any:
         self.statements.append(text)
