@@ -6,7 +6,7 @@
 # ~/.cache/kafka-health/jvm, and the class-data archives of the Spark driver's and the test
 # bed's Kafka JVMs (about half their start-up; streaming/runtime/class_archive.py) in
 # ~/.cache/kafka-health/class-archives.
-# Usage: bash deploy/bootstrap.sh [--test]   (--test adds pytest, hypothesis, ruff)
+# Usage: bash deploy/bootstrap.sh [--test]   (--test adds pytest, hypothesis, ruff, mypy)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 case "${1:-}" in
@@ -20,7 +20,7 @@ deploy/jvm/pom.xml (Apache Kafka, Jolokia, jmx_exporter; spark-sql-kafka, delta-
 hadoop-aws with the AWS SDK bundle for Spark) into ~/.cache/kafka-health/jvm, and builds
 the class-data archives of the Spark driver's and the test bed's Kafka JVMs (once per Java,
 Spark and Kafka install, about 50 s) into ~/.cache/kafka-health/class-archives.
-  --test   also pytest, hypothesis and ruff
+  --test   also pytest, hypothesis, ruff and mypy
 Environment: PYTHON, the interpreter for the virtualenv (default python3, needs >= 3.11).
 USAGE
     exit 0 ;;

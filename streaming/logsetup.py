@@ -114,7 +114,7 @@ def configure(verbosity: int, log_format: str = "text") -> None:
     os.environ[VERBOSITY_ENV] = str(step)
     root = logging.DEBUG if step == 2 else logging.INFO
     if not logging.getLogger().handlers:  # tests' capture handlers keep their own format
-        handler = logging.StreamHandler()
+        handler: logging.Handler = logging.StreamHandler()
         handler.setFormatter(formatter(log_format))
         logging.getLogger().addHandler(handler)
     logging.getLogger().setLevel(root)

@@ -13,7 +13,7 @@ import difflib
 import os
 from collections.abc import Hashable, Mapping
 from pathlib import Path
-from typing import Any, get_args, get_origin
+from typing import Any, cast, get_args, get_origin
 
 import yaml
 from pydantic import TypeAdapter, ValidationError
@@ -104,7 +104,7 @@ def _section_at(loc: tuple[Any, ...]) -> Any:
     for part in loc[:-1]:
         hint = plain_type(hint)
         if dataclasses.is_dataclass(hint):
-            hint = key_fields(hint)[part].annotation
+            hint = key_fields(cast(type, hint))[part].annotation  # a section is a class
         elif get_origin(hint) in (list, dict):
             hint = get_args(hint)[-1]
     return plain_type(hint)

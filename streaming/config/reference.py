@@ -15,7 +15,7 @@ import sys
 import types
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Literal, Union, get_args, get_origin
+from typing import Any, Literal, Union, cast, get_args, get_origin
 
 from pydantic_core import PydanticUndefined
 
@@ -70,8 +70,9 @@ def type_name(hint: Any) -> str:
 
 def _default(info: Any) -> Any:
     value = info.default_factory() if info.default is PydanticUndefined else info.default
-    return dataclasses.asdict(value) if dataclasses.is_dataclass(value) else (
-        [dataclasses.asdict(v) if dataclasses.is_dataclass(v) else v for v in value]
+    # a default is a section's instance, never the class: is_dataclass also admits classes
+    return dataclasses.asdict(cast(Any, value)) if dataclasses.is_dataclass(value) else (
+        [dataclasses.asdict(cast(Any, v)) if dataclasses.is_dataclass(v) else v for v in value]
         if isinstance(value, list) else value)
 
 
@@ -86,8 +87,9 @@ def rows(cls: type, prefix: str, env: str | None) -> Iterator[tuple[str, str, st
         key = f"{prefix}.{name}"
         variable = f"{env}__{name.upper()}" if env else None
         kind = plain_type(info.annotation)
+        # sections and their entries are classes (is_dataclass also admits instances)
         if dataclasses.is_dataclass(kind):
-            yield from rows(kind, key, variable)
+            yield from rows(cast(type, kind), key, variable)
             continue
         entry = plain_type(get_args(kind)[-1]) if get_origin(kind) in (list, dict) else None
         if not dataclasses.is_dataclass(entry) or entry is SecretRef:
@@ -97,9 +99,10 @@ def rows(cls: type, prefix: str, env: str | None) -> Iterator[tuple[str, str, st
             else "mapping of a name to the keys below")
         yield key, shown, json.dumps(_default(info)), variable or "", info.description or ""
         if entry is not None and get_origin(kind) is list:
-            yield from rows(entry, f"{key}[]", None)
+            yield from rows(cast(type, entry), f"{key}[]", None)
         elif entry is not None:
-            yield from rows(entry, f"{key}.<name>", f"{variable}__<NAME>" if variable else None)
+            yield from rows(cast(type, entry), f"{key}.<name>",
+                            f"{variable}__<NAME>" if variable else None)
 
 
 def render() -> str:
@@ -109,7 +112,7 @@ def render() -> str:
         kind = plain_type(info.annotation)
         parts.append(f"\n## `{name}`\n\n{info.description[0].upper()}{info.description[1:]}.\n")
         parts.append("\n| Key | Type | Default | Environment | Meaning |\n|---|---|---|---|---|\n")
-        section = (rows(kind, name, env_name(name)) if dataclasses.is_dataclass(kind)
+        section = (rows(cast(type, kind), name, env_name(name)) if dataclasses.is_dataclass(kind)
                    else [(name, type_name(info.annotation), json.dumps(_default(info)),
                           env_name(name), info.description or "")])
         for key, type_, default, variable, meaning in section:

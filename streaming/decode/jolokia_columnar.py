@@ -245,7 +245,7 @@ def _pairs(mbean: pa.Array, attribute: pa.Array, catalog: Catalog, strip: set[st
     groups: dict[tuple[tuple[str, str], ...], int] = {}
     usable = np.zeros(len(distinct), dtype=bool)
     limits = LIMITS.get()
-    caches: dict[Any, dict[tuple[str, str], _Answer]] = catalog.__dict__.setdefault(
+    caches: dict[Any, AnswerCache] = catalog.__dict__.setdefault(
         "_jolokia_pair_cache", {})
     cache = caches.setdefault((frozenset(strip), limits),
                               AnswerCache(PAIR_CACHE_SIZE, ANSWER_KEY_CHARS))

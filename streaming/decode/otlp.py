@@ -37,7 +37,7 @@ values are {stringValue | intValue | doubleValue | boolValue | arrayValue | kvli
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
@@ -88,7 +88,7 @@ def _any_value(value: Any) -> str:
             return str(_integer(raw, key, INT64))
         if key == "doubleValue":
             return _double_text(_number(raw, key))
-        return raw
+        return cast(str, raw)  # stringValue or bytesValue, both checked to be str above
     if "arrayValue" in value or "kvlistValue" in value:
         return orjson.dumps(value).decode()
     return ""

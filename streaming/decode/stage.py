@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 import pyarrow as pa
 from pyspark.sql import DataFrame
@@ -19,11 +19,12 @@ def decode_stage(records: DataFrame, ctx: DecodeContext, writer: TaskWriter | No
     The output is packed as the Python source's is, so the job reads one layout; with a
     `writer` the tasks write the bronze and quarantine files too."""
 
-    def decode_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def decode_batches(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from streaming.decode.packing import pack_chunks
         from streaming.decode.records import decoded_chunks
 
+        # mypy reads config/model.py's Field(default, ...) as a field without a default
         yield from pack_chunks(decoded_chunks(batches, ctx), writer,
-                               signals or SignalsConfig())
+                               signals or SignalsConfig())  # type: ignore[call-arg]
 
     return records.mapInArrow(decode_batches, PACKED_DDL)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -217,7 +217,9 @@ class PartitionHistory:
             if used == 0:
                 out.append(outlook(None, 0, None, ceiling))
                 continue
-            slope, n = growth_from_sums(points, *window_sums, config.forecast_min_points)
+            # the four sums' row: mypy spreads an unsized list over min_points too
+            slope, n = growth_from_sums(points, *cast(tuple[int, int, int, int], window_sums),
+                                        config.forecast_min_points)
             out.append(outlook(slope, n, int(current), ceiling))
         return out
 
@@ -315,7 +317,7 @@ class HeadroomTracker:
             "log_segments": None if snapshot.log_segments is None
             else float(snapshot.log_segments),
             **{f"ceiling_{bound}": None if result.ceilings.get(bound) is None
-               else float(result.ceilings[bound]) for bound in BOUND_ORDER},
+               else float(cast(int, result.ceilings[bound])) for bound in BOUND_ORDER},
             "leader_ceiling": float(result.leader_ceiling),
             "binding_bound": result.binding_bound,
             "binding_ceiling": float(result.binding_ceiling),

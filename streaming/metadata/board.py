@@ -82,7 +82,9 @@ class CauseBoard:
         "*" for a cluster-wide one), from a fresh view; None for other kinds or when the
         view shows nothing matching."""
         wanted = INCIDENT_KINDS.get(kind)
-        view = self.fresh(cluster) if wanted is not None else None
+        if wanted is None:
+            return None
+        view = self.fresh(cluster)
         if view is None:
             return None
         leader = NO_LEADER if wanted == OFFLINE else str(broker)

@@ -41,7 +41,7 @@ def export_health(exporter: Exporter, health: PollerHealth) -> None:
 def export_findings(exporter: Exporter, cluster: str, findings: Iterable[Mapping[str, Any]],
                     rules: Iterable[str] = RULES) -> None:
     """Findings per rule, 0 for every rule without one (so "none" is visible)."""
-    counts = {(rule,): 0.0 for rule in rules}
+    counts: dict[tuple[str, ...], float] = {(rule,): 0.0 for rule in rules}
     for finding in findings:
         counts[(finding["rule"],)] = counts.get((finding["rule"],), 0.0) + 1.0
     exporter.replace_series(metric.DURABILITY_AUDIT_FINDINGS, cluster, counts)
@@ -50,9 +50,10 @@ def export_findings(exporter: Exporter, cluster: str, findings: Iterable[Mapping
 def export_causes(exporter: Exporter, snapshot: ClusterSnapshot, top_n: int = 3) -> None:
     """Per kind (offline, under_min_isr, under_replicated): the top N brokers missing from
     the most affected partitions, valued by those partitions. A healthy cluster has none."""
-    values = {(kind, str(broker)): float(count)
-              for kind, ranked in top_brokers_by_kind(snapshot, top_n).items()
-              for broker, count in ranked}
+    values: dict[tuple[str, ...], float] = {
+        (kind, str(broker)): float(count)
+        for kind, ranked in top_brokers_by_kind(snapshot, top_n).items()
+        for broker, count in ranked}
     exporter.replace_series(metric.METADATA_CAUSE_BROKER_PARTITIONS, snapshot.cluster, values)
 
 

@@ -51,7 +51,7 @@ _SHARPER = (UNAUTHORIZED, UNREACHABLE)
 _VAGUE = (TIMEOUT, ERROR, UNREACHABLE)
 
 
-def kafka_error(exc: BaseException) -> KafkaError | None:
+def kafka_error(exc: BaseException | KafkaError) -> KafkaError | None:
     """The KafkaError an exception carries, if any."""
     if isinstance(exc, KafkaError):
         return exc
@@ -97,7 +97,7 @@ def _advice(error: KafkaError) -> str | None:
                            POLLER_NEEDS)
 
 
-def describe(exc: BaseException, client_settings: bool = False) -> str:
+def describe(exc: BaseException | KafkaError, client_settings: bool = False) -> str:
     """A short, loggable account of the failure: the Kafka error name and message with
     URL user info masked, or the exception type alone.
 

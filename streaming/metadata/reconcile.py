@@ -98,8 +98,8 @@ def reconcile(open_findings: Iterable[Mapping[str, Any]],
             rows.append({**held, "evidence": _evidence(held.get("evidence")),
                          "resolved_at": now, "updated_at": now})
     for row in rows:
-        row["evidence"] = None if row.get("evidence") is None else sorted(
-            _evidence(row["evidence"]).items())
+        evidence = _evidence(row.get("evidence"))
+        row["evidence"] = None if evidence is None else sorted(evidence.items())
     return pa.Table.from_pylist(rows, schema=schema())
 
 

@@ -23,6 +23,7 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
 
 from streaming.config import Config, load_config
 from streaming.logsetup import spark_log_config
@@ -36,10 +37,13 @@ from streaming.runtime.class_archive import (
 from streaming.runtime.jvm import java
 from streaming.runtime.spark_session import driver_classpath, spark_conf, start_session
 
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
 KEEP = 4  # archives of a kind kept (a driver one about 150 MB, a Kafka one 50 MB): the newest
 
 
-def warm_up(spark, scratch: Path) -> None:  # noqa: ANN001
+def warm_up(spark: SparkSession, scratch: Path) -> None:
     """Load what a micro-batch of the job loads: Arrow to and from Python workers, a
     streaming query's offset and commit logs, foreachBatch."""
     frame = spark.range(20_000).selectExpr("id", "cast(id as double) AS value")
@@ -49,7 +53,8 @@ def warm_up(spark, scratch: Path) -> None:  # noqa: ANN001
              .option("checkpointLocation", str(scratch / "checkpoint"))
              .trigger(processingTime="100 milliseconds").start())
     deadline = time.monotonic() + 60
-    while (query.lastProgress or {}).get("batchId", -1) < 2 and time.monotonic() < deadline:
+    while (cast(dict[str, Any], query.lastProgress or {}).get("batchId", -1) < 2
+           and time.monotonic() < deadline):
         time.sleep(0.1)
     query.stop()
 
@@ -75,7 +80,10 @@ def build(config: Config, force: bool = False) -> tuple[Path | None, str]:
         conf["spark.driver.extraJavaOptions"] = " ".join(
             [*options, *dump_options(partial)])
         spark = start_session(config, conf)
-        jvm = spark.sparkContext._gateway.proc  # the spark-submit process, exec'd into java
+        gateway = spark.sparkContext._gateway
+        if gateway is None:  # a session started here always has one
+            raise RuntimeError("the Spark session has no Py4J gateway")
+        jvm = gateway.proc  # the spark-submit process, exec'd into java
         with tempfile.TemporaryDirectory() as scratch:
             warm_up(spark, Path(scratch))
             spark.stop()

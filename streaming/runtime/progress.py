@@ -124,6 +124,8 @@ class ProgressListener(JsonProgressListener):
         topics cannot be read (the probe's), no series while they can."""
         from streaming.metadata.health import ERROR_CLASSES
 
+        if self.exporter is None:  # called only with an exporter
+            return
         gauge = self.exporter.gauges[metric.PIPELINE_SOURCE_ERROR]
         error = getattr(self.lag, "error", None)
         for name in ERROR_CLASSES:

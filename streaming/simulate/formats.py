@@ -61,7 +61,7 @@ def jolokia_single(cluster: str, broker: int, ts: float, samples: list[Sample]) 
     per-attribute poller sends them): one sample per record, the decoder's worst case."""
     catalog = load_catalog()
     key = f"{cluster}/{broker}".encode()
-    out = []
+    out: list[tuple[bytes | None, bytes]] = []
     for sample in samples:
         mbean, attribute = _object_name(catalog, sample)
         out.append((key, orjson.dumps({

@@ -110,9 +110,11 @@ class KafkaOffsetReader:
         if self._admin_client is None:
             from confluent_kafka.admin import AdminClient
 
-            self._admin_client = AdminClient({**spark_process_kafka_settings(),
-                                              **source_client_settings(self.source.options),
-                                              "error_cb": self._client_error})
+            # Any: confluent-kafka's stubs leave the callback settings (error_cb) out
+            settings: dict[str, Any] = {**spark_process_kafka_settings(),
+                                        **source_client_settings(self.source.options),
+                                        "error_cb": self._client_error}
+            self._admin_client = AdminClient(settings)
         return self._admin_client
 
     def drop_clients(self) -> None:

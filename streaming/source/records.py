@@ -6,7 +6,7 @@ many records the next consume() may take. Plain functions; the read loop
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -39,7 +39,9 @@ def binary_column(items: list[bytes | None]) -> pa.Array:
     if len(data) >= 2**31:
         return pa.array(items, pa.binary())
     offsets = np.zeros(len(items) + 1, dtype=np.int32)
-    np.cumsum(np.fromiter(map(len, items), dtype=np.int32, count=len(items)), out=offsets[1:])
+    # the join above took every item, so none is None
+    np.cumsum(np.fromiter(map(len, cast(list[bytes], items)), dtype=np.int32, count=len(items)),
+              out=offsets[1:])
     return pa.Array.from_buffers(pa.binary(), len(items),
                                  [None, pa.py_buffer(offsets), pa.py_buffer(data)])
 

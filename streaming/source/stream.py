@@ -138,5 +138,6 @@ class KafkaStreamReader(DataSourceStreamReader):
         self.offsets.close()
 
     # ---- data (executor side) ----
-    def read(self, partition: ReadTask) -> Iterator[pa.RecordBatch]:
+    # Spark hands back the partitions partitions() made: ReadTasks, not any InputPartition
+    def read(self, partition: ReadTask) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
         return read_task(self.source, partition)

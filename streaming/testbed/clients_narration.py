@@ -59,11 +59,11 @@ class ClientsNarrator:
                      f"offset {loss['offset']}, is gone")
             self._losses_seen = loss["found_at"]
         for row in _rows(f"{self.root}/consumer_group_losses", None, "last_seen"):
-            key = (row["cluster"], row["group"], row["topic"], row["partition"],
-                   row["committed"])
-            if row["lost"] > self._group_losses.get(key, 0):
+            group_key = (row["cluster"], row["group"], row["topic"], row["partition"],
+                         row["committed"])
+            if row["lost"] > self._group_losses.get(group_key, 0):
                 self.retention_losses += 1
                 self.say(f"LOSS TO RETENTION: group {row['group']} of {row['cluster']} lost "
                          f"{row['lost']:,} records of {row['topic']}[{row['partition']}] "
                          f"(committed {row['committed']:,}, log start {row['log_start']:,})")
-                self._group_losses[key] = row["lost"]
+                self._group_losses[group_key] = row["lost"]

@@ -542,9 +542,9 @@ def create_topic(bootstrap: str, name: str, partitions: int = 1, replication: in
                 raise
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        topic = admin.list_topics(name, timeout=5).topics.get(name)
-        if topic and topic.error is None and len(topic.partitions) == partitions and all(
-                p.leader >= 0 for p in topic.partitions.values()):
+        meta = admin.list_topics(name, timeout=5).topics.get(name)
+        if meta and meta.error is None and len(meta.partitions) == partitions and all(
+                p.leader >= 0 for p in meta.partitions.values()):
             return
         time.sleep(0.2)
     raise KafkaError(f"topic {name} has no leader for every partition after 30s")

@@ -38,7 +38,7 @@ class LateReader:
 
         producer = Producer({"bootstrap.servers": self.bootstrap, "linger.ms": 20,
                              "logger": kafka_logger()})
-        committed_at = time.monotonic() + 10  # a few records in, the group reads and stops
+        committed_at: float | None = time.monotonic() + 10  # a few records in, the group reads and stops
         while not self._stop.wait(1.0 / self.rate):
             with contextlib.suppress(BufferError):
                 producer.produce(TOPIC, b"audit entry")
