@@ -29,17 +29,13 @@ from streaming.runtime.jvm_jars import MissingJars, session_jars
 from streaming.runtime.spark_session import hive_support
 from streaming.sinks.delta_rs import DeltaRsTable
 from tests.integration.helpers import config_file
+from tests.integration.test_delta_spark_sink import canonical
 from tests.integration.test_skeleton import faulted_simulation
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
 TIMEOUT = 240  # seconds for one run's condition: a deadline on a busy 2-core machine
 NAMESPACES = {"delta-spark": "kh_spark", "delta-rs": "kh_rs"}  # the first engine builds the session
-
-
-def canonical(table: pa.Table) -> list[tuple]:
-    """Rows in a fixed order, each value by its repr (maps as their item lists)."""
-    return sorted(tuple((k, repr(v)) for k, v in row.items()) for row in table.to_pylist())
 
 
 def test_every_table_is_registered_once_it_exists_and_reads_the_same_by_name_and_by_path(
