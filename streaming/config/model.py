@@ -396,10 +396,14 @@ class DeltaConfig:
     vacuum_retain_hours: Whole = Field(24, description="the vacuum removes files unreferenced "
                                        "for longer; readers of an older version keep working "
                                        "this long")
-    # Each delta-rs commit costs more the more commit files the log holds, and at a commit
-    # a batch Delta's own 30 days would slow the job by the hour (docs/performance.md).
-    # Checkpoints hold the tables' state and the batches' app transactions. Spark's Delta
-    # refuses a log retention shorter than the deleted files' (7 days).
+    # A delta-rs commit to a local table lists its whole _delta_log folder, a stat a file,
+    # about three times (its refresh, its commit, the expired-log cleanup it runs after
+    # every commit), so its cost grows with the commits the log keeps: at a commit a 0.5 s
+    # trigger, a bronze commit costs 28-32 ms with this default after a day or a week,
+    # 2.2 s with a week's retention after a day (174,523 files) and 14.5 s after a week
+    # (tests/benchmarks/results/delta-log-week.json). Checkpoints (every 100 commits)
+    # hold the tables' state and the batches' app transactions. Spark's Delta refuses a
+    # log retention shorter than the deleted files' (7 days).
     log_retention_minutes: Number = Field(
         2.0, description="delta-rs: how long each table's Delta log keeps a commit "
         "(delta.logRetentionDuration); time travel and Delta streams reach back this far")
