@@ -97,19 +97,15 @@ class GroupPoller(BackgroundLoop):
         return AdminClient({**self._client_config, "logger": kafka_logger()})
 
     def _run(self) -> None:
-        """Poll every interval. A read that failed is retried at once, within the interval,
-        with a new client: the old one may be waiting on a broker that is down or frozen
-        (the one it bootstrapped from, or the coordinator it last learnt), and a new one
-        bootstraps from any configured broker that answers."""
+        """Poll every interval with one client for the poller's life. Why not a new client
+        after a failure, as the metadata poller makes: a read that timed out leaves its
+        group-listing requests pending in the client, and librdkafka aborts the process
+        when a client is destroyed while one of those completes (confluent-kafka-python
+        issues 1640 and 2129); the client reconnects to any broker it knows by itself."""
         admin = self._admin()
         while not self._stop.is_set():
             started = time.monotonic()
             read = self.poll_once(admin)
-            if not read.up and time.monotonic() - started < self.interval_seconds / 2:
-                admin = self._admin()
-                read = self.poll_once(admin)
-            if not read.up:
-                admin = self._admin()  # the next poll starts with a fresh client too
             self._say(read)
             try:
                 self._on_poll(read)

@@ -106,7 +106,8 @@ def bed(watched: KafkaCluster, broker: Any, spark: Any, tmp_path_factory: pytest
         "KAFKA_HEALTH__METADATA__TIMEOUT_SECONDS": "3",
         "KAFKA_HEALTH__METADATA__CLUSTERS": json.dumps(
             {name: {"bootstrap_servers": watched.bootstrap} for name in NAMES}),
-        # The clients' truth of the watched cluster, once (both names are the same cluster)
+        # The durability probe of the watched cluster, once (both names are one cluster);
+        # its consumer groups are read in tests/integration, the bed has none
         "KAFKA_HEALTH__PROBE__ENABLED": "true",
         "KAFKA_HEALTH__PROBE__CLUSTERS": json.dumps([PROBED]),
         "KAFKA_HEALTH__PROBE__INTERVAL_SECONDS": str(PROBE_INTERVAL),
@@ -114,10 +115,6 @@ def bed(watched: KafkaCluster, broker: Any, spark: Any, tmp_path_factory: pytest
         "KAFKA_HEALTH__PROBE__TIMEOUT_SECONDS": "4",
         # every broker leads a probe partition again within seconds of a fault's end
         "KAFKA_HEALTH__PROBE__TOPIC_CHECK_SECONDS": "5",
-        "KAFKA_HEALTH__CONSUMER_GROUPS__ENABLED": "true",
-        "KAFKA_HEALTH__CONSUMER_GROUPS__CLUSTERS": json.dumps([PROBED]),
-        "KAFKA_HEALTH__CONSUMER_GROUPS__INTERVAL_SECONDS": str(METADATA_INTERVAL),
-        "KAFKA_HEALTH__CONSUMER_GROUPS__TIMEOUT_SECONDS": "2",
     }
     truth = TruthSampler(watched.bootstrap, [n.node_id for n in watched.nodes]).start()
     exporter = Exporter()

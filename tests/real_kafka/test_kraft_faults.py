@@ -257,8 +257,12 @@ def test_an_election_from_the_eligible_leader_replicas_is_elr_not_unclean(health
     # nothing acknowledged (the counters of a controller that stayed active throughout)
     fields = dict(re.findall(r"(\w+): (\S*)", leaderless.splitlines()[-1]))
     assert str(follower) in fields.get("Elr", "").split(","), leaderless
+    # other partitions on brokers 4 and 5 (the probe's) may be elected from their ELR too:
+    # the controller's own count is the truth the pipeline must equal
+    truth = None
     if after[0] == before[0]:
-        assert after[1]["elr_elections"] - before[1]["elr_elections"] == 1, (before, after)
+        truth = after[1]["elr_elections"] - before[1]["elr_elections"]
+        assert truth >= 1, (before, after)
         assert after[1]["unclean_elections"] == before[1]["unclean_elections"], (before, after)
     assert read == written, f"read {read} of {written} acknowledged records"
 
@@ -271,14 +275,15 @@ def test_an_election_from_the_eligible_leader_replicas_is_elr_not_unclean(health
     clusters = clusters[clusters["window_start"].map(epoch) >= since - WINDOW]
     for name in NAMES:
         mine = clusters[clusters.cluster == name]
-        assert mine.elr_elections_increase.fillna(0).sum() == 1, (
-            name, mine[["window_start", "elr_elections_increase"]])
+        counted = mine.elr_elections_increase.fillna(0).sum()
+        assert counted == truth if truth is not None else counted >= 1, (
+            name, truth, mine[["window_start", "elr_elections_increase"]])
         assert mine.unclean_elections_increase.fillna(0).sum() == 0, (
             name, mine[["window_start", "unclean_elections_increase"]])
     unclean = _incidents(bed, "unclean_election", since - WINDOW)
     assert unclean.empty, unclean[["cluster", "started_at"]]
     for row in _incidents(bed, "elr_election", since - WINDOW).itertuples():
-        assert row.broker == "*" and row.peak_value == 1.0, row
+        assert row.broker == "*" and row.peak_value >= 1.0, row
         FINDINGS.append(
             f"ELR election on {topic} (leaderless: ISR {fields.get('Isr')}, ELR "
             f"{fields.get('Elr')}), {row.cluster}: "
