@@ -35,8 +35,6 @@ WINDOW = 5
 NAMES = ("via-jolokia", "via-prometheus")
 ORDERS = "orders"
 METADATA_INTERVAL = 4  # seconds between Admin API polls (production: 30)
-PROBED = NAMES[0]  # the name the job's durability probe and group poller report under
-PROBE_INTERVAL = 1.0  # seconds between the probe's writes to each partition (production: 5)
 # Where Kafka's JMX and its Admin API tell different stories; printed after the run.
 FINDINGS = summary_section("real Kafka: JMX against the Admin API")
 
@@ -106,15 +104,6 @@ def bed(watched: KafkaCluster, broker: Any, spark: Any, tmp_path_factory: pytest
         "KAFKA_HEALTH__METADATA__TIMEOUT_SECONDS": "3",
         "KAFKA_HEALTH__METADATA__CLUSTERS": json.dumps(
             {name: {"bootstrap_servers": watched.bootstrap} for name in NAMES}),
-        # The durability probe of the watched cluster, once (both names are one cluster);
-        # its consumer groups are read in tests/integration, the bed has none
-        "KAFKA_HEALTH__PROBE__ENABLED": "true",
-        "KAFKA_HEALTH__PROBE__CLUSTERS": json.dumps([PROBED]),
-        "KAFKA_HEALTH__PROBE__INTERVAL_SECONDS": str(PROBE_INTERVAL),
-        "KAFKA_HEALTH__PROBE__WINDOW_SECONDS": str(WINDOW),
-        "KAFKA_HEALTH__PROBE__TIMEOUT_SECONDS": "4",
-        # every broker leads a probe partition again within seconds of a fault's end
-        "KAFKA_HEALTH__PROBE__TOPIC_CHECK_SECONDS": "5",
     }
     truth = TruthSampler(watched.bootstrap, [n.node_id for n in watched.nodes]).start()
     exporter = Exporter()

@@ -1,5 +1,4 @@
-"""A healthy real cluster under a steady acks=all producer load opens no incident, and the
-job's durability probe sees every write through every broker acked and read back.
+"""A healthy real cluster under a steady acks=all producer load opens no incident.
 
 The run lasts KAFKA_HEALTH_HEALTHY_MINUTES (default 0.5 in the suite: six 5 s windows under
 load; a longer run: `KAFKA_HEALTH_HEALTHY_MINUTES=10 bash deploy/test.sh -k
@@ -15,9 +14,8 @@ import time
 import pandas as pd
 from confluent_kafka import Producer
 
-from tests.conftest import wait_for
 from tests.integration.helpers import table
-from tests.real_kafka.conftest import NAMES, ORDERS, PROBED, WINDOW, Bed
+from tests.real_kafka.conftest import NAMES, ORDERS, WINDOW, Bed
 from tests.real_kafka.truth_checks import epoch, mismatches, wait_caught_up
 
 MINUTES = float(os.environ.get("KAFKA_HEALTH_HEALTHY_MINUTES", "0.5"))
@@ -26,12 +24,6 @@ RATE = 200  # records/s
 
 def test_a_healthy_cluster_under_load_opens_no_incident(healthy: Bed) -> None:
     bed = healthy
-    # an earlier fault may have moved a probe partition's leadership: the probe spreads
-    # it again (every broker leads one) before the healthy run counts
-    brokers = {str(n.node_id) for n in bed.watched.nodes}
-    spreading = time.time()  # windows are written once settled, seconds after their end
-    wait_for(lambda: probe_brokers(bed, spreading) == brokers, 120,
-             "probe windows through every broker")
     stop = threading.Event()
     sent = {"ok": 0, "failed": 0}
 
@@ -74,25 +66,3 @@ def test_a_healthy_cluster_under_load_opens_no_incident(healthy: Bed) -> None:
         # every broker in every window: none went quiet
         assert (per_window == len(bed.watched.nodes)).all(), (name, per_window.tolist())
         assert not pd.isna(mine["leader_count_last"]).any()
-    assert_probe_healthy(bed, since, until)
-
-
-def probe_brokers(bed: Bed, since: float) -> set[str]:
-    """The brokers the job's probe wrote through in the windows from `since` on."""
-    rows = table(bed.delta, "probe_windows")
-    if rows.empty:
-        return set()
-    rows = rows[(rows.cluster == PROBED) & (rows["window_start"].map(epoch) >= since)]
-    return set(rows.broker)
-
-
-def assert_probe_healthy(bed: Bed, since: float, until: float) -> None:
-    """The job's durability probe through every broker: every write acked and read back,
-    no loss, no duplicate, in every window of the healthy run."""
-    rows = table(bed.delta, "probe_windows")
-    rows = rows[(rows.cluster == PROBED)
-                & rows["window_start"].map(epoch).between(since + WINDOW, until - 2 * WINDOW)]
-    assert set(rows.broker) == {str(n.node_id) for n in bed.watched.nodes}, rows
-    bad = rows[(rows.failed > 0) | (rows.lost > 0) | (rows.duplicates > 0)
-               | (rows.acked < rows.attempted)]
-    assert bad.empty, bad.to_string()
