@@ -366,8 +366,12 @@ def test_push_and_rule_for_the_same_fault_make_one_pagerduty_incident(
             "startsAt": (now - timedelta(seconds=15)).isoformat().replace("+00:00", "Z"),
         }]
         post_json(f"{am_url}/api/v2/alerts", rule_alert)
-        groups = get_json(f"{am_url}/api/v2/alerts/groups")
-        mine = [g for g in groups if g["labels"].get("cluster") == cluster]
+
+        def grouped() -> list[dict]:  # Alertmanager groups a posted alert a moment later
+            groups = get_json(f"{am_url}/api/v2/alerts/groups")
+            mine = [g for g in groups if g["labels"].get("cluster") == cluster]
+            return mine if sum(len(g["alerts"]) for g in mine) == 2 else []
+        mine = wait_for(grouped, 20, "both alerts in Alertmanager's groups")
         assert len(mine) == 1 and len(mine[0]["alerts"]) == 2, "both alerts in one group"
         # Alertmanager re-notifies the changed group after group_interval: same dedup_key
         wait_for(lambda: len(receiver.matching(cluster=cluster)) >= 2, 20, "the group update")
