@@ -173,7 +173,7 @@ def start(path: Path, env: dict[str, str], log: Path) -> subprocess.Popen[bytes]
 
 
 def get(url: str) -> str:
-    return urllib.request.urlopen(url, timeout=10).read().decode()
+    return urllib.request.urlopen(url, timeout=60).read().decode()
 
 
 def metrics_text(config: Path) -> str:
@@ -306,7 +306,7 @@ def test_simulate_peek_and_the_spark_engine_log_in(bed: SimpleNamespace, tmp_pat
     job = start(path, env, log)
     try:
         wait_for(lambda: job.poll() is None and count(delta, "bronze") > 0
-                 and {"simulated", CLUSTER} <= set(table(delta, "bronze")["cluster"]), 150,
+                 and {"simulated", CLUSTER} <= set(table(delta, "bronze")["cluster"]), 300,
                  "what simulate and the shipper wrote, read by Spark's kafka source as kh-job")
         exported = metrics_text(path)
         pages = spark_pages(path)
